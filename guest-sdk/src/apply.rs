@@ -1,0 +1,224 @@
+//! The service type's apply logic: the seed design's two phases, idempotent,
+//! with noop mode and verification of the final state.
+
+use std::collections::HashSet;
+
+use crate::policy::{Policy, ValidService};
+use crate::provider::{Provider, ServiceStatus};
+use crate::report::{noop_message, Action, Event, FinalState, Report, RequestedState};
+use crate::resource_ref::ResourceRef;
+use crate::service::Ensure;
+
+/// How the host asked the policy to run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Query only; make no mutating call.
+    pub noop: bool,
+    /// `type#name` references that changed outside the policy.
+    pub refreshed: Vec<String>,
+    /// The settings document, as text.
+    pub settings: Option<String>,
+}
+
+impl RunOptions {
+    /// Options for a noop (dry) run.
+    pub fn noop() -> Self {
+        Self {
+            noop: true,
+            ..Self::default()
+        }
+    }
+
+    /// Adds a reference that changed outside the policy.
+    pub fn with_refreshed(mut self, reference: impl Into<String>) -> Self {
+        self.refreshed.push(reference.into());
+        self
+    }
+
+    /// Sets the settings document.
+    pub fn with_settings(mut self, settings: impl Into<String>) -> Self {
+        self.settings = Some(settings.into());
+        self
+    }
+}
+
+/// Applies `policy` through `provider`.
+///
+/// The policy is validated first; if it is invalid nothing is queried or
+/// changed and the report carries the problems. Resources are then applied
+/// in declaration order; one failing resource does not stop the others.
+pub fn apply(policy: &Policy, provider: &mut dyn Provider, options: &RunOptions) -> Report {
+    let services = match policy.validate() {
+        Ok(services) => services,
+        Err(errors) => return Report::rejected(errors),
+    };
+    let mut changed = HashSet::new();
+    for text in &options.refreshed {
+        match ResourceRef::parse(text) {
+            Ok(reference) => {
+                changed.insert(reference);
+            }
+            Err(e) => return Report::rejected(vec![format!("refresh: {e}")]),
+        }
+    }
+
+    let mut events = Vec::with_capacity(services.len());
+    for service in &services {
+        let event = apply_service(service, provider, options.noop, &changed);
+        if event.changed {
+            changed.insert(service.resource_ref());
+        }
+        events.push(event);
+    }
+    Report {
+        events,
+        errors: Vec::new(),
+    }
+}
+
+/// The running and enabled state of a service, as compared by the apply logic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Observed {
+    ensure: Ensure,
+    enabled: bool,
+}
+
+impl From<&ServiceStatus> for Observed {
+    fn from(status: &ServiceStatus) -> Self {
+        Self {
+            ensure: Ensure::from_running(status.running),
+            enabled: status.enabled,
+        }
+    }
+}
+
+impl From<Observed> for FinalState {
+    fn from(o: Observed) -> Self {
+        FinalState {
+            ensure: o.ensure,
+            enabled: o.enabled,
+        }
+    }
+}
+
+/// Phase 1: the running state. A triggered subscription restarts a service
+/// only when it should run and does; a stopped service that should run is
+/// started instead; `ensure: stopped` ignores subscriptions.
+fn running_action(desired: Ensure, found: Ensure, triggered: bool) -> Option<Action> {
+    match (desired, found) {
+        (Ensure::Running, Ensure::Running) if triggered => Some(Action::Restarted),
+        (Ensure::Running, Ensure::Stopped) => Some(Action::Started),
+        (Ensure::Stopped, Ensure::Running) => Some(Action::Stopped),
+        _ => None,
+    }
+}
+
+/// Phase 2: the enabled state; `None` leaves the boot configuration alone.
+fn enable_action(desired: Option<bool>, enabled: bool) -> Option<Action> {
+    match (desired, enabled) {
+        (Some(true), false) => Some(Action::Enabled),
+        (Some(false), true) => Some(Action::Disabled),
+        _ => None,
+    }
+}
+
+/// The seed's `isDesiredState`: ensure must match; enable only when set.
+fn is_desired(service: &ValidService, found: Observed) -> bool {
+    found.ensure == service.ensure && service.enable.is_none_or(|want| want == found.enabled)
+}
+
+fn describe_desired(service: &ValidService) -> String {
+    match service.enable {
+        Some(true) => format!("{} and enabled", service.ensure),
+        Some(false) => format!("{} and disabled", service.ensure),
+        None => service.ensure.to_string(),
+    }
+}
+
+fn describe_found(found: Observed) -> String {
+    let enabled = if found.enabled { "enabled" } else { "disabled" };
+    format!("{} and {enabled}", found.ensure)
+}
+
+fn apply_service(
+    service: &ValidService,
+    provider: &mut dyn Provider,
+    noop: bool,
+    changed: &HashSet<ResourceRef>,
+) -> Event {
+    let mut event = Event {
+        resource: service.resource_ref().to_string(),
+        changed: false,
+        refreshed: false,
+        noop,
+        noop_message: None,
+        actions: Vec::new(),
+        failed: false,
+        errors: Vec::new(),
+        requested: RequestedState {
+            ensure: service.ensure,
+            enable: service.enable,
+        },
+        final_state: None,
+    };
+
+    let found = match provider.status(&service.name) {
+        Ok(status) => Observed::from(&status),
+        Err(e) => return fail(event, format!("status of {}: {e}", service.name)),
+    };
+    let triggered = service.subscribe.iter().any(|r| changed.contains(r));
+    let planned: Vec<Action> = running_action(service.ensure, found.ensure, triggered)
+        .into_iter()
+        .chain(enable_action(service.enable, found.enabled))
+        .collect();
+
+    event.refreshed = planned.contains(&Action::Restarted);
+    event.changed = !planned.is_empty();
+    if noop || planned.is_empty() {
+        event.noop_message = if noop { noop_message(&planned) } else { None };
+        event.actions = planned;
+        event.final_state = Some(found.into());
+        return event;
+    }
+
+    for action in planned {
+        if let Err(e) = provider.mutate(action.operation(), &service.name) {
+            event.refreshed &= event.actions.contains(&Action::Restarted);
+            event.changed = !event.actions.is_empty();
+            event.failed = true;
+            event
+                .errors
+                .push(format!("{} {}: {e}", action.operation(), service.name));
+            break;
+        }
+        event.actions.push(action);
+    }
+
+    match provider.status(&service.name) {
+        Ok(status) => {
+            let after = Observed::from(&status);
+            event.final_state = Some(after.into());
+            if !event.failed && !is_desired(service, after) {
+                event.failed = true;
+                event.errors.push(format!(
+                    "failed to reach desired state: expected {}, found {}",
+                    describe_desired(service),
+                    describe_found(after)
+                ));
+            }
+        }
+        Err(e) => {
+            event.failed = true;
+            event
+                .errors
+                .push(format!("status of {} after changes: {e}", service.name));
+        }
+    }
+    event
+}
+
+fn fail(mut event: Event, error: String) -> Event {
+    event.failed = true;
+    event.errors.push(error);
+    event
+}

@@ -1,0 +1,170 @@
+//! Service names, checked once at the boundary.
+//!
+//! A name ends up as an argument of `systemctl`, so it is held to the seed
+//! design's allowlist: ASCII letters and digits plus `. _ + : ~ -`. A leading
+//! `-` is refused as well, because systemctl would read it as an option. The
+//! host applies the same rules again on its side: it never trusts a guest.
+
+use std::fmt;
+
+use thiserror::Error;
+
+/// The longest name accepted, in bytes (systemd's own unit-name limit).
+pub const MAX_SERVICE_NAME_LEN: usize = 255;
+
+/// Why a service name was rejected. Every variant quotes the name.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum NameError {
+    #[error("invalid service name {0:?}: the name is empty")]
+    Empty(String),
+    #[error("invalid service name {name:?}: {len} characters is longer than the limit of {MAX_SERVICE_NAME_LEN}")]
+    TooLong { name: String, len: usize },
+    #[error(
+        "invalid service name {0:?}: it starts with '-', which systemctl would read as an option"
+    )]
+    LeadingDash(String),
+    #[error("invalid service name {name:?}: character {character:?} is not allowed (allowed: a-z A-Z 0-9 . _ + : ~ -)")]
+    ForbiddenCharacter { name: String, character: char },
+}
+
+/// True for the characters the seed design allows in a service name.
+pub fn is_allowed_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | ':' | '~' | '-')
+}
+
+/// A service name that passed validation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServiceName(String);
+
+impl ServiceName {
+    /// Validates `name`; the error says exactly what is wrong with it.
+    pub fn parse(name: &str) -> Result<Self, NameError> {
+        if name.is_empty() {
+            return Err(NameError::Empty(name.to_owned()));
+        }
+        let len = name.chars().count();
+        if name.len() > MAX_SERVICE_NAME_LEN {
+            return Err(NameError::TooLong {
+                name: name.to_owned(),
+                len,
+            });
+        }
+        if let Some(character) = name.chars().find(|c| !is_allowed_name_char(*c)) {
+            return Err(NameError::ForbiddenCharacter {
+                name: name.to_owned(),
+                character,
+            });
+        }
+        if name.starts_with('-') {
+            return Err(NameError::LeadingDash(name.to_owned()));
+        }
+        Ok(Self(name.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ServiceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_examples_are_classified_as_the_seed_says() {
+        for valid in ["httpd", "nginx.service", "my-app_v2"] {
+            assert!(ServiceName::parse(valid).is_ok(), "{valid} should be valid");
+        }
+        for invalid in ["app@instance", "app; rm -rf /"] {
+            assert!(
+                ServiceName::parse(invalid).is_err(),
+                "{invalid} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn every_allowed_punctuation_character_is_accepted() {
+        let name = ServiceName::parse("a.b_c+d:e~f-g0Z").unwrap();
+        assert_eq!(name.as_str(), "a.b_c+d:e~f-g0Z");
+    }
+
+    #[test]
+    fn error_quotes_the_name_and_the_character() {
+        let err = ServiceName::parse("app@instance").unwrap_err();
+        assert_eq!(
+            err,
+            NameError::ForbiddenCharacter {
+                name: "app@instance".into(),
+                character: '@'
+            }
+        );
+        let message = err.to_string();
+        assert!(message.contains("\"app@instance\""), "{message}");
+        assert!(message.contains("'@'"), "{message}");
+    }
+
+    #[test]
+    fn leading_dash_is_rejected_because_systemctl_reads_options() {
+        for name in ["-H", "--root=/", "--help", "-"] {
+            let err = ServiceName::parse(name).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    NameError::LeadingDash(_) | NameError::ForbiddenCharacter { .. }
+                ),
+                "{name}: {err:?}"
+            );
+        }
+        assert_eq!(
+            ServiceName::parse("--help").unwrap_err(),
+            NameError::LeadingDash("--help".into())
+        );
+    }
+
+    #[test]
+    fn whitespace_slashes_and_shell_metacharacters_are_rejected() {
+        for name in [
+            "a b",
+            "a\tb",
+            "a\nb",
+            "../../x",
+            "/etc",
+            "a|b",
+            "a&b",
+            "$(reboot)",
+            "`id`",
+            "a>b",
+            "a\0b",
+            "caf\u{e9}",
+            "a'b",
+            "a\"b",
+            "a*b",
+            "a?b",
+        ] {
+            assert!(
+                matches!(
+                    ServiceName::parse(name),
+                    Err(NameError::ForbiddenCharacter { .. })
+                ),
+                "{name:?} should be rejected for a forbidden character"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_and_overlong_names_are_rejected() {
+        assert_eq!(ServiceName::parse(""), Err(NameError::Empty(String::new())));
+        assert!(ServiceName::parse(&"a".repeat(255)).is_ok());
+        assert!(matches!(
+            ServiceName::parse(&"a".repeat(256)),
+            Err(NameError::TooLong { len: 256, .. })
+        ));
+    }
+}

@@ -1,0 +1,114 @@
+//! The service resource: what a policy author declares.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Desired (or found) running state. Defaults to [`Ensure::Running`], as in the seed design.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ensure {
+    #[default]
+    Running,
+    Stopped,
+}
+
+impl Ensure {
+    /// The state a service is in when `running` says whether it runs.
+    pub fn from_running(running: bool) -> Self {
+        if running {
+            Ensure::Running
+        } else {
+            Ensure::Stopped
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ensure::Running => "running",
+            Ensure::Stopped => "stopped",
+        }
+    }
+}
+
+impl fmt::Display for Ensure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A desired-state declaration for one systemd service.
+///
+/// Nothing is checked when it is built; [`crate::Policy`] validates every
+/// service (name, subscriptions) before anything is applied, so one bad
+/// declaration cannot leave the machine half-changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    pub(crate) name: String,
+    pub(crate) ensure: Ensure,
+    pub(crate) enable: Option<bool>,
+    pub(crate) subscribe: Vec<String>,
+}
+
+impl Service {
+    /// A service that must be running, with its boot configuration left alone.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ensure: Ensure::Running,
+            enable: None,
+            subscribe: Vec::new(),
+        }
+    }
+
+    /// Sets the desired running state.
+    pub fn ensure(mut self, ensure: Ensure) -> Self {
+        self.ensure = ensure;
+        self
+    }
+
+    /// Shorthand for `.ensure(Ensure::Running)`.
+    pub fn running(self) -> Self {
+        self.ensure(Ensure::Running)
+    }
+
+    /// Shorthand for `.ensure(Ensure::Stopped)`.
+    pub fn stopped(self) -> Self {
+        self.ensure(Ensure::Stopped)
+    }
+
+    /// `true`: start at boot; `false`: do not. Not calling it leaves the boot configuration alone.
+    pub fn enable(mut self, enable: bool) -> Self {
+        self.enable = Some(enable);
+        self
+    }
+
+    /// Sets the enable property from an optional value (`None` = leave alone).
+    pub fn enable_option(mut self, enable: Option<bool>) -> Self {
+        self.enable = enable;
+        self
+    }
+
+    /// Restart the service (when it should run and runs) after `reference`
+    /// (`type#name`) changed.
+    pub fn subscribe(mut self, reference: impl Into<String>) -> Self {
+        self.subscribe.push(reference.into());
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn desired_ensure(&self) -> Ensure {
+        self.ensure
+    }
+
+    pub fn desired_enable(&self) -> Option<bool> {
+        self.enable
+    }
+
+    pub fn subscriptions(&self) -> &[String] {
+        &self.subscribe
+    }
+}
