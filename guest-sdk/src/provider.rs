@@ -22,19 +22,19 @@ pub struct ServiceStatus {
 /// Why a provider operation failed, as the host reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ProviderError {
-    #[error("invalid name: {0}")]
+    #[error("{0}")]
     InvalidName(String),
     #[error("service not found: {0}")]
     NotFound(String),
-    #[error("command failed: {0}")]
+    #[error("{0}")]
     CommandFailed(String),
-    #[error("timed out: {0}")]
+    #[error("{0}")]
     TimedOut(String),
-    #[error("provider unavailable: {0}")]
+    #[error("{0}")]
     Unavailable(String),
-    #[error("denied: {0}")]
+    #[error("{0}")]
     Denied(String),
-    #[error("limit exceeded: {0}")]
+    #[error("{0}")]
     LimitExceeded(String),
 }
 

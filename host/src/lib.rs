@@ -1,1 +1,14 @@
+//! The policy host: runs WebAssembly policies that keep systemd services in
+//! their desired state.
+//!
+//! The host is the trusted side. It gives a policy exactly six operations
+//! (status, start, stop, restart, enable, disable), re-checks every service
+//! name it receives, and runs `systemctl` itself. All desired-state logic
+//! lives in the policy (see the `guest-sdk` crate).
 
+pub mod cli;
+pub mod commands;
+pub mod provider;
+pub mod report;
+pub mod runtime;
+pub mod service_name;

@@ -1,0 +1,393 @@
+//! The systemd provider: the seed design's commands, plus `--` before every
+//! unit name, one process-wide lock around every `systemctl` execution, and a
+//! single `daemon-reload` before the first operation of a run.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::parse::{command_failed, parse_is_active, parse_is_enabled};
+use super::runner::{CommandRunner, RunError};
+use super::{CallRecord, Operation, ProviderError, Status};
+use crate::service_name::{quote, CheckedName};
+
+/// Held around every systemctl execution in this process, so that two
+/// providers (or threads) never interleave their commands.
+static SYSTEMCTL_LOCK: Mutex<()> = Mutex::new(());
+
+/// The provider's settings for one run.
+#[derive(Debug, Clone)]
+pub struct SystemdConfig {
+    /// Where systemctl is, or why it is unavailable.
+    pub systemctl: Result<PathBuf, String>,
+    /// The longest a single systemctl command may take.
+    pub timeout: Duration,
+    /// A dry run: mutating operations are refused and no daemon-reload is made.
+    pub noop: bool,
+}
+
+/// Whether the run's single daemon-reload has happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reload {
+    Pending,
+    Done,
+    /// It failed; every later operation fails with this message, because the
+    /// unit files systemd sees may be out of date.
+    Failed(String),
+}
+
+/// The systemd provider for one run.
+pub struct SystemdProvider {
+    config: SystemdConfig,
+    runner: Box<dyn CommandRunner>,
+    reload: Reload,
+    calls: Vec<CallRecord>,
+}
+
+impl SystemdProvider {
+    pub fn new(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Self {
+        Self {
+            config,
+            runner,
+            reload: Reload::Pending,
+            calls: Vec::new(),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        "systemd"
+    }
+
+    /// `None` when systemctl was found; otherwise why not.
+    pub fn unavailable_reason(&self) -> Option<&str> {
+        self.config.systemctl.as_ref().err().map(String::as_str)
+    }
+
+    /// Every operation of this run, in order.
+    pub fn calls(&self) -> &[CallRecord] {
+        &self.calls
+    }
+
+    /// `systemctl is-active` and `is-enabled` of `name`.
+    pub fn status(&mut self, name: &str) -> Result<Status, ProviderError> {
+        let started = Instant::now();
+        let result = self.checked(name).and_then(|service| {
+            let active = self.systemctl(&["is-active", "--system", "--", service.as_str()])?;
+            let running = parse_is_active(&active)?;
+            let enabled = self.systemctl(&["is-enabled", "--system", "--", service.as_str()])?;
+            let enabled = parse_is_enabled(service.as_str(), &enabled)?;
+            Ok(Status {
+                name: service.to_string(),
+                enabled,
+                running,
+            })
+        });
+        self.record(
+            Operation::Status,
+            Some(name),
+            started,
+            result.as_ref().err(),
+        );
+        result
+    }
+
+    /// `systemctl start|stop|restart|enable|disable --system -- NAME`.
+    pub fn mutate(&mut self, operation: Operation, name: &str) -> Result<(), ProviderError> {
+        debug_assert!(operation.is_mutating());
+        let started = Instant::now();
+        let result = self.checked(name).and_then(|service| {
+            if self.config.noop {
+                return Err(ProviderError::Denied(format!(
+                    "{operation} {service} refused: this is a noop run"
+                )));
+            }
+            let args = [operation.verb(), "--system", "--", service.as_str()];
+            let output = self.systemctl(&args)?;
+            if output.success() {
+                Ok(())
+            } else {
+                Err(command_failed(&args.join(" "), &output))
+            }
+        });
+        self.record(operation, Some(name), started, result.as_ref().err());
+        result
+    }
+
+    /// Checks availability and the name, and makes the run's one reload.
+    fn checked(&mut self, name: &str) -> Result<CheckedName, ProviderError> {
+        let service = CheckedName::check(name).map_err(ProviderError::InvalidName)?;
+        if let Err(reason) = &self.config.systemctl {
+            return Err(ProviderError::Unavailable(reason.clone()));
+        }
+        self.reload_once()?;
+        Ok(service)
+    }
+
+    fn reload_once(&mut self) -> Result<(), ProviderError> {
+        if self.config.noop {
+            return Ok(());
+        }
+        match &self.reload {
+            Reload::Done => return Ok(()),
+            Reload::Failed(message) => return Err(ProviderError::CommandFailed(message.clone())),
+            Reload::Pending => {}
+        }
+        let started = Instant::now();
+        let result = self.systemctl(&["daemon-reload"]).and_then(|output| {
+            if output.success() {
+                Ok(())
+            } else {
+                Err(command_failed("daemon-reload", &output))
+            }
+        });
+        self.reload = match &result {
+            Ok(()) => Reload::Done,
+            Err(e) => Reload::Failed(e.to_string()),
+        };
+        self.record(
+            Operation::DaemonReload,
+            None,
+            started,
+            result.as_ref().err(),
+        );
+        result
+    }
+
+    /// Runs systemctl under the process-wide lock.
+    fn systemctl(&self, args: &[&str]) -> Result<super::runner::CommandOutput, ProviderError> {
+        let program = self
+            .config
+            .systemctl
+            .as_ref()
+            .map_err(|reason| ProviderError::Unavailable(reason.clone()))?;
+        let _guard = SYSTEMCTL_LOCK
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.runner
+            .run(program, args, self.config.timeout)
+            .map_err(|e| match e {
+                RunError::TimedOut(_) => {
+                    ProviderError::TimedOut(format!("systemctl {}: {e}", args.join(" ")))
+                }
+                RunError::Spawn { .. } => ProviderError::Unavailable(e.to_string()),
+            })
+    }
+
+    fn record(
+        &mut self,
+        operation: Operation,
+        service: Option<&str>,
+        started: Instant,
+        error: Option<&ProviderError>,
+    ) {
+        self.calls.push(CallRecord {
+            operation,
+            service: service.map(|s| {
+                if CheckedName::check(s).is_ok() {
+                    s.to_owned()
+                } else {
+                    quote(s)
+                }
+            }),
+            outcome: error.map_or("ok", ProviderError::kind),
+            error: error.map(ToString::to_string),
+            duration: started.elapsed(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::provider::runner::CommandOutput;
+
+    /// A runner that answers from a script and records every argv.
+    #[derive(Clone, Default)]
+    struct ScriptedRunner {
+        log: Arc<Mutex<Vec<String>>>,
+        answers: Arc<Mutex<Vec<(String, CommandOutput)>>>,
+    }
+
+    impl ScriptedRunner {
+        fn answer(self, args_prefix: &str, stdout: &str, stderr: &str, code: i32) -> Self {
+            self.answers.lock().unwrap().push((
+                args_prefix.to_owned(),
+                CommandOutput {
+                    code: Some(code),
+                    stdout: stdout.into(),
+                    stderr: stderr.into(),
+                },
+            ));
+            self
+        }
+
+        fn log(&self) -> Vec<String> {
+            self.log.lock().unwrap().clone()
+        }
+    }
+
+    impl CommandRunner for ScriptedRunner {
+        fn run(
+            &self,
+            program: &Path,
+            args: &[&str],
+            _: Duration,
+        ) -> Result<CommandOutput, RunError> {
+            assert_eq!(program, Path::new("/usr/bin/systemctl"));
+            let line = args.join(" ");
+            self.log.lock().unwrap().push(line.clone());
+            let answers = self.answers.lock().unwrap();
+            Ok(answers
+                .iter()
+                .find(|(prefix, _)| line.starts_with(prefix.as_str()))
+                .map(|(_, out)| out.clone())
+                .unwrap_or(CommandOutput {
+                    code: Some(0),
+                    stdout: String::new(),
+                    stderr: String::new(),
+                }))
+        }
+    }
+
+    fn provider(runner: &ScriptedRunner, noop: bool) -> SystemdProvider {
+        SystemdProvider::new(
+            SystemdConfig {
+                systemctl: Ok(PathBuf::from("/usr/bin/systemctl")),
+                timeout: Duration::from_secs(5),
+                noop,
+            },
+            Box::new(runner.clone()),
+        )
+    }
+
+    #[test]
+    fn commands_are_the_seeds_with_double_dash_and_one_reload() {
+        let runner = ScriptedRunner::default()
+            .answer("is-active", "inactive\n", "", 3)
+            .answer("is-enabled", "disabled\n", "", 1);
+        let mut p = provider(&runner, false);
+        let status = p.status("web").unwrap();
+        assert_eq!(
+            status,
+            Status {
+                name: "web".into(),
+                enabled: false,
+                running: false
+            }
+        );
+        p.mutate(Operation::Start, "web").unwrap();
+        p.mutate(Operation::Enable, "web").unwrap();
+        p.mutate(Operation::Restart, "web").unwrap();
+        p.mutate(Operation::Stop, "web").unwrap();
+        p.mutate(Operation::Disable, "web").unwrap();
+        assert_eq!(
+            runner.log(),
+            [
+                "daemon-reload",
+                "is-active --system -- web",
+                "is-enabled --system -- web",
+                "start --system -- web",
+                "enable --system -- web",
+                "restart --system -- web",
+                "stop --system -- web",
+                "disable --system -- web",
+            ]
+        );
+        let ops: Vec<Operation> = p.calls().iter().map(|c| c.operation).collect();
+        assert_eq!(ops[0], Operation::DaemonReload);
+        assert_eq!(
+            ops.iter()
+                .filter(|o| **o == Operation::DaemonReload)
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn invalid_names_never_reach_systemctl() {
+        let runner = ScriptedRunner::default();
+        let mut p = provider(&runner, false);
+        for name in ["-H evil", "a;b", "", "--help"] {
+            assert!(
+                matches!(p.status(name), Err(ProviderError::InvalidName(_))),
+                "{name}"
+            );
+            assert!(matches!(
+                p.mutate(Operation::Start, name),
+                Err(ProviderError::InvalidName(_))
+            ));
+        }
+        assert!(runner.log().is_empty(), "{:?}", runner.log());
+        assert!(p.calls().iter().all(|c| c.outcome == "invalid-name"));
+    }
+
+    #[test]
+    fn noop_refuses_mutations_and_does_not_reload() {
+        let runner = ScriptedRunner::default()
+            .answer("is-active", "active\n", "", 0)
+            .answer("is-enabled", "enabled\n", "", 0);
+        let mut p = provider(&runner, true);
+        p.status("web").unwrap();
+        assert!(matches!(
+            p.mutate(Operation::Stop, "web"),
+            Err(ProviderError::Denied(_))
+        ));
+        assert_eq!(
+            runner.log(),
+            ["is-active --system -- web", "is-enabled --system -- web"]
+        );
+    }
+
+    #[test]
+    fn failed_mutation_reports_exit_code_and_stderr() {
+        let runner = ScriptedRunner::default().answer(
+            "start",
+            "",
+            "Failed to start nosuch.service: Unit nosuch.service not found.\n",
+            5,
+        );
+        let mut p = provider(&runner, false);
+        let err = p.mutate(Operation::Start, "nosuch").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "systemctl start --system -- nosuch failed (exit status 5): Failed to start nosuch.service: Unit nosuch.service not found."
+        );
+    }
+
+    #[test]
+    fn failed_reload_fails_every_operation_without_retrying() {
+        let runner = ScriptedRunner::default().answer("daemon-reload", "", "Access denied\n", 1);
+        let mut p = provider(&runner, false);
+        assert!(
+            matches!(p.status("a"), Err(ProviderError::CommandFailed(m)) if m.contains("Access denied"))
+        );
+        assert!(matches!(
+            p.mutate(Operation::Start, "a"),
+            Err(ProviderError::CommandFailed(_))
+        ));
+        assert_eq!(runner.log(), ["daemon-reload"]);
+    }
+
+    #[test]
+    fn missing_systemctl_makes_every_call_unavailable() {
+        let runner = ScriptedRunner::default();
+        let mut p = SystemdProvider::new(
+            SystemdConfig {
+                systemctl: Err("systemctl not found on PATH".into()),
+                timeout: Duration::from_secs(5),
+                noop: false,
+            },
+            Box::new(runner.clone()),
+        );
+        assert_eq!(
+            p.status("web"),
+            Err(ProviderError::Unavailable(
+                "systemctl not found on PATH".into()
+            ))
+        );
+        assert!(runner.log().is_empty());
+    }
+}

@@ -1,0 +1,9 @@
+//! Host-side bindings generated from `wit/policy.wit`.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "policy",
+});
+
+pub use policy_host::policy::service_provider;
+pub use policy_host::policy::types;

@@ -1,0 +1,8 @@
+//! The end-to-end test harness: builds policies and the `host` binary, and
+//! provides the two systems they run against: a fake `systemctl` (fast,
+//! deterministic, for fault injection) and a real systemd booted in a
+//! throwaway sandbox.
+
+pub mod build;
+pub mod fake_systemctl;
+pub mod sandbox;

@@ -1,0 +1,387 @@
+//! A real systemd, booted in a throwaway sandbox, for tests that must see
+//! what systemd itself does.
+//!
+//! The work is done by `tests/sandbox/sdbox.sh`: systemd runs as PID 1 of new
+//! PID, mount, cgroup (and other) namespaces, on an overlay of the real `/`
+//! whose upper layer is a tmpfs. Nothing it writes reaches the machine. This
+//! module wraps the script: it names sandboxes, limits how many run at once,
+//! stops them on drop (also when a test panics) and sweeps away the ones a
+//! crashed earlier run left behind.
+//!
+//! ```no_run
+//! use policy_host_e2e::sandbox::Sandbox;
+//! # let target = std::path::Path::new("/tmp");
+//! // `target` (e.g. the cargo target dir) is visible read-only inside, at the same path.
+//! let Some(sandbox) = Sandbox::boot_or_skip(target) else { return };
+//! sandbox.install_unit("demo", &policy_host_e2e::sandbox::sleep_service("demo"));
+//! assert_eq!(sandbox.systemctl(&["start", "demo"]).status.code(), Some(0));
+//! assert_eq!(sandbox.is_active("demo"), "active");
+//! // Dropping `sandbox` powers systemd off and waits until its last process is gone.
+//! ```
+
+use std::fmt;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex, Once};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+/// At most this many sandboxes are alive at once in one process: the tests
+/// run in parallel threads on a small machine.
+const MAX_LIVE: usize = 2;
+
+/// The script's exit status when sandboxes are impossible on this machine.
+const EXIT_UNAVAILABLE: i32 = 3;
+
+/// Sandboxes cannot run here at all (not root, no namespaces, no cgroup2, no
+/// systemd), as opposed to a sandbox that failed to boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a systemd sandbox is not available here: {}", self.0)
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+/// A booted systemd. Dropping it stops it.
+#[derive(Debug)]
+pub struct Sandbox {
+    dir: PathBuf,
+    scratch: PathBuf,
+    pid: u32,
+    boot_time: Duration,
+    stopped: bool,
+    _slot: Slot,
+}
+
+impl Sandbox {
+    /// Boots systemd to `basic.target` with `share` bind-mounted read-only at
+    /// the same path inside. Blocks while [`MAX_LIVE`] sandboxes are alive.
+    /// Fails with an [`Unavailable`] error (find it with
+    /// `err.downcast_ref::<Unavailable>()`) when sandboxes are impossible here.
+    pub fn boot(share: &Path) -> anyhow::Result<Sandbox> {
+        sweep_stale();
+        let slot = Slot::acquire();
+        let name = unique_name();
+        let dir = sandboxes_dir().join(&name);
+        let scratch = share.join("e2e-sandbox").join(&name);
+        fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
+        let started = Instant::now();
+        let output = script()
+            .arg("start")
+            .arg(&dir)
+            .arg(share)
+            .env("SDBOX_ARGS", "systemd.unit=basic.target")
+            .env("SDBOX_OWNER", std::process::id().to_string())
+            .stdin(Stdio::null())
+            .output()
+            .context("running sdbox.sh start");
+        let output = match output {
+            Ok(output) if output.status.success() => output,
+            failed => {
+                let _ = fs::remove_dir_all(&scratch);
+                let output = failed?;
+                let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+                if output.status.code() == Some(EXIT_UNAVAILABLE) {
+                    return Err(Unavailable(stderr).into());
+                }
+                bail!(
+                    "booting a systemd sandbox in {} failed ({}):\n{stderr}",
+                    dir.display(),
+                    output.status
+                );
+            }
+        };
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let pid = stdout
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok());
+        let sandbox = Sandbox {
+            dir,
+            scratch,
+            pid: pid.unwrap_or(0),
+            boot_time: started.elapsed(),
+            stopped: false,
+            _slot: slot,
+        };
+        if pid.is_none() {
+            bail!("sdbox.sh start printed {stdout:?}, not \"PID STATE\""); // drops (stops) it
+        }
+        Ok(sandbox)
+    }
+
+    /// [`boot`](Self::boot), for tests: `None` (after a loud message on
+    /// stderr) when sandboxes are unavailable here, so the test can skip.
+    /// With `CI=true` in the environment nothing is skipped: it panics.
+    /// Panics too when a possible boot fails.
+    pub fn boot_or_skip(share: &Path) -> Option<Sandbox> {
+        match Sandbox::boot(share) {
+            Ok(sandbox) => Some(sandbox),
+            Err(err) => match err.downcast_ref::<Unavailable>() {
+                Some(why) if std::env::var("CI").as_deref() != Ok("true") => {
+                    eprintln!(
+                        "\n*** SKIPPED: this test needs a real systemd. {why}.\n\
+                         *** (Run as root on a Linux machine with systemd installed; \
+                         with CI=true this is a failure.)\n"
+                    );
+                    None
+                }
+                _ => panic!("{err:#}"),
+            },
+        }
+    }
+
+    /// The PID of the sandbox's systemd, as this side sees it.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// How long [`boot`](Self::boot) took, from starting the script until
+    /// `systemctl is-system-running --wait` answered.
+    pub fn boot_time(&self) -> Duration {
+        self.boot_time
+    }
+
+    /// Runs a command inside (all the sandbox's namespaces, clean
+    /// environment with a standard `PATH`) and returns what it did. Panics
+    /// only when the command cannot be run at all.
+    pub fn exec(&self, args: &[&str]) -> Output {
+        self.exec_with_stdin(args, &[])
+    }
+
+    /// [`exec`](Self::exec) with `stdin` fed to the command.
+    pub fn exec_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut child = script()
+            .arg("exec")
+            .arg(&self.dir)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run sdbox.sh exec {args:?}: {e}"));
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        let input = stdin.to_vec();
+        // A writer thread: a command that does not read its input must not
+        // block us while it fills its output pipes.
+        let writer = std::thread::spawn(move || pipe.write_all(&input));
+        let output = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("waiting for {args:?} in the sandbox: {e}"));
+        let _ = writer.join();
+        output
+    }
+
+    /// `systemctl ARGS` inside.
+    pub fn systemctl(&self, args: &[&str]) -> Output {
+        let mut full = vec!["systemctl"];
+        full.extend_from_slice(args);
+        self.exec(&full)
+    }
+
+    /// `systemctl ARGS` inside, panicking with its output unless it exits 0.
+    pub fn systemctl_ok(&self, args: &[&str]) {
+        let output = self.systemctl(args);
+        assert!(
+            output.status.success(),
+            "systemctl {} in the sandbox failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+
+    /// Writes `contents` to `path` inside the sandbox (creating its parent).
+    pub fn write_file(&self, path: &str, contents: &str) {
+        let output = self.exec_with_stdin(
+            &[
+                "sh",
+                "-c",
+                r#"mkdir -p "$(dirname "$1")" && cat > "$1""#,
+                "sh",
+                path,
+            ],
+            contents.as_bytes(),
+        );
+        assert!(
+            output.status.success(),
+            "cannot write {path} in the sandbox: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+
+    /// Installs `/etc/systemd/system/UNIT` (`UNIT` is `name`, plus
+    /// `.service` when it has no suffix) and runs `systemctl daemon-reload`.
+    pub fn install_unit(&self, name: &str, unit_file: &str) {
+        self.write_file(
+            &format!(
+                "/etc/systemd/system/{}",
+                crate::fake_systemctl::unit_name(name)
+            ),
+            unit_file,
+        );
+        self.systemctl_ok(&["daemon-reload"]);
+    }
+
+    /// The unit's `systemctl is-active` word: `active`, `inactive`, `failed`...
+    pub fn is_active(&self, unit: &str) -> String {
+        self.word(&["is-active", "--", unit])
+    }
+
+    /// The unit's `systemctl is-enabled` word: `enabled`, `disabled`,
+    /// `masked`, ... (empty for a missing unit, which systemd 252 reports on
+    /// stderr only).
+    pub fn is_enabled(&self, unit: &str) -> String {
+        self.word(&["is-enabled", "--", unit])
+    }
+
+    /// The unit's main PID (0 when it is not running).
+    pub fn main_pid(&self, unit: &str) -> u32 {
+        let word = self.word(&["show", "--property=MainPID", "--value", "--", unit]);
+        word.parse()
+            .unwrap_or_else(|_| panic!("MainPID of {unit} is {word:?}, not a number"))
+    }
+
+    fn word(&self, args: &[&str]) -> String {
+        let output = self.systemctl(args);
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// Writes `contents` to a new file in a per-sandbox directory inside the
+    /// share and returns its path, which is the same inside the sandbox (the
+    /// share is read-only from inside, so files for it are written from here).
+    /// The directory goes away with the sandbox.
+    pub fn share_file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.scratch.join(name);
+        fs::write(&path, contents).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        path
+    }
+
+    /// Powers systemd off and waits until no process of the sandbox is left
+    /// (killing them after 15 s); returns how long that took. Dropping the
+    /// sandbox does the same, reporting failures on stderr only.
+    pub fn stop(mut self) -> anyhow::Result<Duration> {
+        self.stop_quietly()
+    }
+
+    fn stop_quietly(&mut self) -> anyhow::Result<Duration> {
+        if self.stopped {
+            return Ok(Duration::ZERO);
+        }
+        self.stopped = true;
+        let _ = fs::remove_dir_all(&self.scratch);
+        let started = Instant::now();
+        let output = script()
+            .arg("stop")
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .context("running sdbox.sh stop")?;
+        if !output.status.success() {
+            bail!(
+                "stopping the sandbox in {} failed ({}): {}",
+                self.dir.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(started.elapsed())
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if let Err(err) = self.stop_quietly() {
+            eprintln!("*** LEAKED SANDBOX (systemd PID {}): {err:#}", self.pid);
+        }
+    }
+}
+
+/// A unit file for a service that just runs (`sleep infinity`) and can be
+/// enabled (`WantedBy=multi-user.target`).
+pub fn sleep_service(description: &str) -> String {
+    format!(
+        "[Unit]\nDescription={description}\n\n\
+         [Service]\nExecStart=/bin/sleep infinity\n\n\
+         [Install]\nWantedBy=multi-user.target\n"
+    )
+}
+
+/// `bash tests/sandbox/sdbox.sh`.
+fn script() -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("sandbox/sdbox.sh"));
+    cmd
+}
+
+/// Where the sandboxes' directories live (on this side they hold only the
+/// systemd PID, its console log and empty mount points).
+fn sandboxes_dir() -> PathBuf {
+    std::env::temp_dir().join("policy-host-sandboxes")
+}
+
+/// A base name no live sandbox has: it names the sandbox's cgroup. A stale
+/// sandbox of a dead process with our PID was swept before the first boot.
+fn unique_name() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "ph-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Once per process: stop the sandboxes whose owning process died without
+/// stopping them (a crash, a SIGKILL, a Ctrl-C).
+fn sweep_stale() {
+    static SWEPT: Once = Once::new();
+    SWEPT.call_once(
+        || match script().arg("sweep").arg(sandboxes_dir()).output() {
+            Ok(output) if output.status.success() => {
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                if !stderr.trim().is_empty() {
+                    eprintln!("{}", stderr.trim());
+                }
+            }
+            Ok(output) => eprintln!(
+                "sweeping stale sandboxes failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
+            Err(e) => eprintln!("sweeping stale sandboxes failed: {e}"),
+        },
+    );
+}
+
+/// One of the [`MAX_LIVE`] places for a live sandbox, given back on drop
+/// (after the sandbox stopped: fields drop after `Drop::drop`).
+#[derive(Debug)]
+struct Slot;
+
+static LIVE: Mutex<usize> = Mutex::new(0);
+static FREED: Condvar = Condvar::new();
+
+impl Slot {
+    fn acquire() -> Slot {
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        while *live >= MAX_LIVE {
+            live = FREED.wait(live).unwrap_or_else(|e| e.into_inner());
+        }
+        *live += 1;
+        Slot
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        *LIVE.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        FREED.notify_one();
+    }
+}

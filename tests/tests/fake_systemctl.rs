@@ -1,0 +1,1083 @@
+//! End-to-end: the real `host` binary runs real policy components against the
+//! fake systemctl (first on `PATH`), which records every invocation.
+//!
+//! Every test that lets the host reach systemctl also checks that every
+//! invocation had the shape `CMD --system -- NAME` or `daemon-reload`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use policy_host_e2e::build::{host_binary, policy_wasm};
+use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
+use serde_json::Value;
+
+/// What one `host run` did.
+#[derive(Debug)]
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n--- stdout\n{}\n--- stderr\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    #[track_caller]
+    fn assert_code(&self, code: i32) {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
+fn run(mut cmd: Command) -> Run {
+    let start = Instant::now();
+    let out = cmd.output().expect("run host");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: start.elapsed(),
+    }
+}
+
+/// `host run POLICY ARGS...` with the fake first on PATH.
+fn host(fake: &FakeSystemctl, policy: &Path, args: &[&str]) -> Run {
+    let mut cmd = fake.host_command();
+    cmd.arg("run").arg(policy).args(args);
+    run(cmd)
+}
+
+fn example() -> PathBuf {
+    policy_wasm("example-policy")
+}
+
+fn manifest_policy() -> PathBuf {
+    policy_wasm("manifest-policy")
+}
+
+/// Writes a settings file into the fake's directory.
+fn settings(fake: &FakeSystemctl, file: &str, text: &str) -> PathBuf {
+    let path = fake.root().join(file);
+    fs::write(&path, text).unwrap();
+    path
+}
+
+/// `host run manifest.wasm --settings <yaml> --json ARGS...`.
+fn manifest(fake: &FakeSystemctl, yaml: &str, args: &[&str]) -> Run {
+    let file = settings(fake, "site.yaml", yaml);
+    let mut all = vec!["--settings", file.to_str().unwrap(), "--json"];
+    all.extend_from_slice(args);
+    host(fake, &manifest_policy(), &all)
+}
+
+fn resource<'a>(json: &'a Value, name: &str) -> &'a Value {
+    let id = format!("service#{name}");
+    json["resources"]
+        .as_array()
+        .expect("resources is an array")
+        .iter()
+        .find(|r| r["resource"] == id.as_str())
+        .unwrap_or_else(|| panic!("no resource {id} in {json:#}"))
+}
+
+fn errors_of(value: &Value) -> Vec<String> {
+    value["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no errors array in {value:#}"))
+        .iter()
+        .map(|e| e.as_str().expect("errors are strings").to_string())
+        .collect()
+}
+
+fn actions_of(value: &Value) -> Vec<String> {
+    value["actions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no actions array in {value:#}"))
+        .iter()
+        .map(|e| e.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The `calls` entries of the report, as (operation, service, outcome).
+fn json_calls(json: &Value) -> Vec<(String, Option<String>, String)> {
+    json["calls"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no calls array in {json:#}"))
+        .iter()
+        .map(|c| {
+            (
+                c["operation"].as_str().unwrap().to_string(),
+                c["service"].as_str().map(str::to_string),
+                c["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[track_caller]
+fn assert_contains(haystack: &str, needle: &str) {
+    assert!(
+        haystack.contains(needle),
+        "{needle:?} not found in:\n{haystack}"
+    );
+}
+
+#[track_caller]
+fn assert_any_contains(items: &[String], needle: &str) {
+    assert!(
+        items.iter().any(|i| i.contains(needle)),
+        "{needle:?} not found in {items:#?}"
+    );
+}
+
+/// Every invocation had an argument shape the host may use.
+#[track_caller]
+fn assert_shapes(fake: &FakeSystemctl) {
+    assert_eq!(
+        fake.rejected_calls(),
+        Vec::<String>::new(),
+        "systemctl invoked without `--system --`; all calls: {:#?}",
+        fake.calls()
+    );
+}
+
+/// The example policy's units on a machine it has not converged yet.
+fn fresh_web_host() -> FakeSystemctl {
+    let fake = FakeSystemctl::new();
+    fake.unit("httpd", "inactive", "disabled")
+        .unit("legacy-ftpd", "active", "enabled")
+        .unit("metrics-agent", "inactive", "disabled");
+    fake
+}
+
+fn status_calls(name: &str) -> Vec<String> {
+    vec![
+        format!("is-active --system -- {name}"),
+        format!("is-enabled --system -- {name}"),
+    ]
+}
+
+// ---------------------------------------------------------------- converging
+
+#[test]
+fn converges_the_example_policy_in_order() {
+    let fake = fresh_web_host();
+    let r = host(&fake, &example(), &["--json"]);
+    r.assert_code(0);
+    assert_shapes(&fake);
+
+    let mut expected = vec!["daemon-reload".to_string()];
+    for (name, changes) in [
+        ("httpd", ["start", "enable"].as_slice()),
+        ("legacy-ftpd", &["stop", "disable"]),
+        ("metrics-agent", &["start"]),
+    ] {
+        expected.extend(status_calls(name));
+        expected.extend(changes.iter().map(|c| format!("{c} --system -- {name}")));
+        expected.extend(status_calls(name));
+    }
+    assert_eq!(fake.calls(), expected);
+
+    assert_eq!(
+        fake.state("httpd").unwrap(),
+        ("active".into(), "enabled".into())
+    );
+    assert_eq!(
+        fake.state("legacy-ftpd").unwrap(),
+        ("inactive".into(), "disabled".into())
+    );
+    assert_eq!(
+        fake.state("metrics-agent").unwrap(),
+        ("active".into(), "disabled".into()),
+        "the boot setting of metrics-agent is left alone"
+    );
+
+    let json = r.json();
+    assert_eq!(json["noop"], false);
+    assert!(json["policy"].as_str().unwrap().contains("example_policy"));
+    assert_eq!(json["provider"]["name"], "systemd");
+    assert_eq!(json["provider"]["available"], true);
+    assert_eq!(json["errors"], serde_json::json!([]));
+    assert_eq!(json["resources"].as_array().unwrap().len(), 3);
+
+    let httpd = resource(&json, "httpd");
+    assert_eq!(httpd["changed"], true);
+    assert_eq!(httpd["refreshed"], false);
+    assert_eq!(httpd["noop"], false);
+    assert_eq!(httpd["noop_message"], Value::Null);
+    assert_eq!(httpd["failed"], false);
+    assert_eq!(actions_of(httpd), ["started", "enabled"]);
+    assert_eq!(
+        httpd["requested"],
+        serde_json::json!({"ensure": "running", "enable": true})
+    );
+    assert_eq!(
+        httpd["final"],
+        serde_json::json!({"ensure": "running", "enabled": true})
+    );
+
+    let ftpd = resource(&json, "legacy-ftpd");
+    assert_eq!(actions_of(ftpd), ["stopped", "disabled"]);
+    assert_eq!(
+        ftpd["requested"],
+        serde_json::json!({"ensure": "stopped", "enable": false})
+    );
+    assert_eq!(
+        ftpd["final"],
+        serde_json::json!({"ensure": "stopped", "enabled": false})
+    );
+
+    let metrics = resource(&json, "metrics-agent");
+    assert_eq!(actions_of(metrics), ["started"]);
+    assert_eq!(metrics["requested"]["enable"], Value::Null);
+    assert_eq!(
+        metrics["final"],
+        serde_json::json!({"ensure": "running", "enabled": false})
+    );
+
+    let calls = json_calls(&json);
+    assert_eq!(calls[0].0, "daemon-reload");
+    assert_eq!(calls[0].1, None);
+    assert!(calls.iter().all(|c| c.2 == "ok"), "{calls:#?}");
+    assert!(calls
+        .iter()
+        .any(|c| c == &("start".into(), Some("httpd".into()), "ok".into())));
+    assert!(json["calls"][0]["duration_ms"].is_number());
+    assert_eq!(json["calls"][0]["error"], Value::Null);
+    assert!(json["log"].is_string());
+
+    let summary = &json["summary"];
+    assert_eq!(summary["resources"], 3);
+    assert_eq!(summary["changed"], 3);
+    assert_eq!(summary["failed"], 0);
+    assert_eq!(summary["unchanged"], 0);
+    assert_eq!(summary["success"], true);
+    assert!(summary["duration_ms"].is_number());
+}
+
+#[test]
+fn second_run_makes_no_mutating_call() {
+    let fake = fresh_web_host();
+    host(&fake, &example(), &["--json"]).assert_code(0);
+    fake.clear_calls();
+
+    let r = host(&fake, &example(), &["--json"]);
+    r.assert_code(0);
+    assert_shapes(&fake);
+    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
+    let json = r.json();
+    assert_eq!(json["summary"]["changed"], 0);
+    assert_eq!(json["summary"]["unchanged"], 3);
+    for name in ["httpd", "legacy-ftpd", "metrics-agent"] {
+        let res = resource(&json, name);
+        assert_eq!(res["changed"], false, "{res:#}");
+        assert_eq!(actions_of(res), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn detailed_exitcodes_distinguish_changes_and_failures() {
+    let fake = fresh_web_host();
+    host(&fake, &example(), &["--detailed-exitcodes"]).assert_code(2);
+    host(&fake, &example(), &["--detailed-exitcodes"]).assert_code(0);
+
+    // A failure and no change: 4.
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "disabled")
+        .fail("start", "web", 1, "Job for web.service failed.");
+    let yaml = "- service:\n    - web:\n        ensure: running\n";
+    manifest(&fake, yaml, &["--detailed-exitcodes"]).assert_code(4);
+    // Without --detailed-exitcodes a failure is 1.
+    manifest(&fake, yaml, &[]).assert_code(1);
+
+    // A failure and a change: 6.
+    fake.unit("db", "inactive", "disabled");
+    let yaml =
+        "- service:\n    - db:\n        ensure: running\n    - web:\n        ensure: running\n";
+    manifest(&fake, yaml, &["--detailed-exitcodes"]).assert_code(6);
+    assert_shapes(&fake);
+}
+
+#[test]
+fn exactly_one_daemon_reload_per_run() {
+    let fake = FakeSystemctl::new();
+    let mut yaml = String::from("- service:\n");
+    for i in 0..12 {
+        fake.unit(&format!("svc{i}"), "inactive", "disabled");
+        yaml.push_str(&format!(
+            "    - svc{i}:\n        ensure: running\n        enable: true\n"
+        ));
+    }
+    // Words the host must read the right way.
+    fake.unit("crashed", "failed", "enabled")
+        .unit("boot-static", "active", "static")
+        .unit("aliased", "active", "alias")
+        .unit("runtime", "active", "enabled-runtime");
+    yaml.push_str("    - crashed:\n        enable: true\n");
+    yaml.push_str("    - boot-static:\n        enable: true\n");
+    yaml.push_str("    - aliased:\n        enable: true\n");
+    yaml.push_str("    - runtime:\n        enable: true\n");
+
+    let r = manifest(&fake, &yaml, &[]);
+    r.assert_code(0);
+    assert_shapes(&fake);
+    assert_eq!(fake.daemon_reloads(), 1, "{:#?}", fake.calls());
+    assert_eq!(fake.calls()[0], "daemon-reload");
+    assert!(
+        !fake.mutating_calls().iter().any(|c| c.starts_with("enable")
+            && (c.ends_with(" boot-static") || c.ends_with(" aliased") || c.ends_with(" runtime"))),
+        "static, alias and enabled-runtime count as enabled: {:#?}",
+        fake.mutating_calls()
+    );
+    assert!(fake
+        .mutating_calls()
+        .contains(&"start --system -- crashed".to_string()));
+    assert_eq!(r.json()["summary"]["changed"], 13);
+
+    // The next run reloads once again (once per run, not once ever).
+    fake.clear_calls();
+    manifest(&fake, &yaml, &[]).assert_code(0);
+    assert_eq!(fake.daemon_reloads(), 1);
+    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
+}
+
+// --------------------------------------------------------------------- noop
+
+#[test]
+fn noop_queries_only() {
+    let fake = fresh_web_host();
+    let r = host(&fake, &example(), &["--noop", "--json"]);
+    r.assert_code(0);
+    assert_shapes(&fake);
+    let calls = fake.calls();
+    assert!(!calls.is_empty());
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.starts_with("is-active ") || c.starts_with("is-enabled ")),
+        "noop ran more than queries (no daemon-reload either): {calls:#?}"
+    );
+    assert_eq!(
+        fake.state("httpd").unwrap(),
+        ("inactive".into(), "disabled".into())
+    );
+
+    let json = r.json();
+    assert_eq!(json["noop"], true);
+    let httpd = resource(&json, "httpd");
+    assert_eq!(httpd["noop"], true);
+    assert_eq!(httpd["changed"], true);
+    assert_eq!(
+        httpd["noop_message"],
+        "Would have started, would have enabled"
+    );
+    assert_eq!(actions_of(httpd), ["started", "enabled"]);
+    assert_eq!(
+        resource(&json, "legacy-ftpd")["noop_message"],
+        "Would have stopped, would have disabled"
+    );
+    assert_eq!(
+        resource(&json, "metrics-agent")["noop_message"],
+        "Would have started"
+    );
+    assert!(json_calls(&json).iter().all(|c| c.0 == "status"));
+}
+
+#[test]
+fn noop_on_a_converged_machine_has_no_message() {
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "active", "enabled");
+    let r = manifest(
+        &fake,
+        "- service:\n    - web:\n        enable: true\n",
+        &["--noop"],
+    );
+    r.assert_code(0);
+    let web = resource(&r.json(), "web").clone();
+    assert_eq!(web["changed"], false);
+    assert_eq!(web["noop_message"], Value::Null);
+    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
+}
+
+// ------------------------------------------------------------ subscriptions
+
+#[test]
+fn refresh_restarts_a_running_subscriber() {
+    let fake = fresh_web_host();
+    host(&fake, &example(), &[]).assert_code(0);
+    fake.clear_calls();
+
+    let r = host(
+        &fake,
+        &example(),
+        &["--refresh", "file#/etc/httpd/conf/httpd.conf", "--json"],
+    );
+    r.assert_code(0);
+    assert_shapes(&fake);
+    assert_eq!(fake.mutating_calls(), ["restart --system -- httpd"]);
+    let json = r.json();
+    let httpd = resource(&json, "httpd");
+    assert_eq!(httpd["refreshed"], true);
+    assert_eq!(httpd["changed"], true);
+    assert_eq!(actions_of(httpd), ["restarted"]);
+    assert_eq!(resource(&json, "metrics-agent")["refreshed"], false);
+}
+
+#[test]
+fn refresh_starts_a_stopped_subscriber_and_ignores_ensure_stopped() {
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "enabled")
+        .unit("old", "inactive", "disabled");
+    let yaml = "\
+- service:
+    - web:
+        subscribe: [file#/etc/web.conf]
+    - old:
+        ensure: stopped
+        subscribe: [file#/etc/web.conf]
+";
+    let r = manifest(&fake, yaml, &["--refresh", "file#/etc/web.conf"]);
+    r.assert_code(0);
+    assert_eq!(fake.mutating_calls(), ["start --system -- web"]);
+    let json = r.json();
+    assert_eq!(resource(&json, "web")["refreshed"], false);
+    assert_eq!(actions_of(resource(&json, "web")), ["started"]);
+    assert_eq!(resource(&json, "old")["changed"], false);
+}
+
+#[test]
+fn subscription_to_a_service_changed_earlier_restarts() {
+    let fake = FakeSystemctl::new();
+    fake.unit("db", "inactive", "disabled")
+        .unit("web", "active", "enabled");
+    let yaml = "\
+- service:
+    - db:
+        ensure: running
+        enable: true
+    - web:
+        ensure: running
+        subscribe: [file#/etc/web.conf, service#db]
+";
+    let r = manifest(&fake, yaml, &[]);
+    r.assert_code(0);
+    assert_shapes(&fake);
+    assert_eq!(
+        fake.mutating_calls(),
+        [
+            "start --system -- db",
+            "enable --system -- db",
+            "restart --system -- web"
+        ]
+    );
+    assert_eq!(resource(&r.json(), "web")["refreshed"], true);
+
+    // Converged: db does not change, so web is not restarted.
+    fake.clear_calls();
+    manifest(&fake, yaml, &[]).assert_code(0);
+    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
+}
+
+#[test]
+fn subscription_to_a_later_service_is_a_policy_error() {
+    let fake = FakeSystemctl::new();
+    fake.unit("db", "inactive", "disabled")
+        .unit("web", "inactive", "disabled");
+    let yaml = "\
+- service:
+    - web:
+        subscribe: [service#db]
+    - db:
+        ensure: running
+";
+    let r = manifest(&fake, yaml, &[]);
+    r.assert_code(1);
+    assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
+    let json = r.json();
+    let errors = errors_of(&json);
+    assert_any_contains(&errors, "declared later");
+    assert_any_contains(&errors, "service#db");
+    assert_eq!(json["resources"], serde_json::json!([]));
+    assert_eq!(json["calls"], serde_json::json!([]));
+    assert_eq!(json["summary"]["success"], false);
+}
+
+#[test]
+fn invalid_refresh_reference_is_a_policy_error() {
+    let fake = fresh_web_host();
+    let r = host(&fake, &example(), &["--refresh", "no-hash-here", "--json"]);
+    r.assert_code(1);
+    assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
+    assert_any_contains(&errors_of(&r.json()), "refresh");
+}
+
+// ------------------------------------------------------------------ failures
+
+#[test]
+fn start_failure_carries_exit_code_and_stderr() {
+    let fake = FakeSystemctl::new();
+    let stderr = "Job for web.service failed because the control process exited with error code.";
+    fake.unit("web", "inactive", "disabled")
+        .fail("start", "web", 1, stderr);
+    let r = manifest(
+        &fake,
+        "- service:\n    - web:\n        ensure: running\n        enable: true\n",
+        &[],
+    );
+    r.assert_code(1);
+    assert_shapes(&fake);
+    assert_eq!(
+        fake.mutating_calls(),
+        ["start --system -- web"],
+        "enable is not tried after start failed"
+    );
+    let json = r.json();
+    let web = resource(&json, "web");
+    assert_eq!(web["failed"], true);
+    let errors = errors_of(web);
+    assert_any_contains(&errors, stderr);
+    assert!(
+        errors.iter().any(|e| e.contains("exit code 1")
+            || e.contains("exit status 1")
+            || e.contains("rc 1")
+            || e.contains("status: 1")),
+        "exit code 1 not in {errors:#?}"
+    );
+    let start: Vec<_> = json["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["operation"] == "start")
+        .collect();
+    assert_eq!(start.len(), 1);
+    assert_eq!(start[0]["outcome"], "command-failed");
+    assert_contains(start[0]["error"].as_str().unwrap(), stderr);
+    assert_eq!(json["summary"]["failed"], 1);
+    assert_eq!(json["summary"]["success"], false);
+}
+
+#[test]
+fn masked_unit_cannot_be_started_but_counts_as_disabled() {
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "masked")
+        .unit("old", "inactive", "masked");
+    let yaml = "\
+- service:
+    - web:
+        ensure: running
+        enable: true
+    - old:
+        ensure: stopped
+        enable: false
+";
+    let r = manifest(&fake, yaml, &[]);
+    r.assert_code(1);
+    assert_shapes(&fake);
+    assert_eq!(fake.mutating_calls(), ["start --system -- web"]);
+    let json = r.json();
+    assert_any_contains(
+        &errors_of(resource(&json, "web")),
+        "Unit web.service is masked.",
+    );
+    let old = resource(&json, "old");
+    assert_eq!(old["failed"], false);
+    assert_eq!(old["changed"], false);
+    assert_eq!(
+        old["final"],
+        serde_json::json!({"ensure": "stopped", "enabled": false})
+    );
+}
+
+fn assert_service_not_found(fake: &FakeSystemctl) {
+    fake.unit("web", "inactive", "disabled");
+    let yaml =
+        "- service:\n    - nosuch:\n        ensure: running\n    - web:\n        ensure: running\n";
+    let r = manifest(fake, yaml, &[]);
+    r.assert_code(1);
+    assert_shapes(fake);
+    assert_eq!(
+        fake.mutating_calls(),
+        ["start --system -- web"],
+        "a missing unit is not started; the next resource still is"
+    );
+    let json = r.json();
+    let nosuch = resource(&json, "nosuch");
+    assert_eq!(nosuch["failed"], true);
+    assert_eq!(nosuch["final"], Value::Null);
+    assert_any_contains(&errors_of(nosuch), "service not found");
+    assert!(
+        json_calls(&json)
+            .iter()
+            .any(|c| c.1.as_deref() == Some("nosuch") && c.2 == "not-found"),
+        "{:#}",
+        json["calls"]
+    );
+}
+
+#[test]
+fn missing_unit_is_service_not_found_systemd_252() {
+    assert_service_not_found(&FakeSystemctl::new());
+}
+
+#[test]
+fn missing_unit_is_service_not_found_systemd_253() {
+    let fake = FakeSystemctl::new();
+    fake.systemd_253();
+    assert_service_not_found(&fake);
+}
+
+#[test]
+fn invalid_is_active_output_is_an_error_quoting_it() {
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "disabled")
+        .output("is-active", "web", "bogus-state", 0);
+    let r = manifest(
+        &fake,
+        "- service:\n    - web:\n        ensure: running\n",
+        &[],
+    );
+    r.assert_code(1);
+    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
+    let errors = errors_of(resource(&r.json(), "web"));
+    assert_any_contains(&errors, "invalid systemctl is-active output");
+    assert_any_contains(&errors, "bogus-state");
+}
+
+#[test]
+fn help_text_from_is_active_is_not_read_as_active() {
+    // What systemctl prints for `--help` (exit 0) if `--` were missing.
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "active", "enabled").output(
+        "is-active",
+        "web",
+        "systemctl [OPTIONS...] COMMAND ...\n\nQuery or send control commands to the system manager.",
+        0,
+    );
+    let r = manifest(
+        &fake,
+        "- service:\n    - web:\n        ensure: stopped\n",
+        &[],
+    );
+    r.assert_code(1);
+    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
+    assert_any_contains(
+        &errors_of(resource(&r.json(), "web")),
+        "invalid systemctl is-active output",
+    );
+}
+
+#[test]
+fn invalid_is_enabled_output_is_an_error_quoting_it() {
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "disabled")
+        .output("is-enabled", "web", "sort-of", 0);
+    let r = manifest(&fake, "- service:\n    - web:\n        enable: true\n", &[]);
+    r.assert_code(1);
+    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
+    let errors = errors_of(resource(&r.json(), "web"));
+    assert_any_contains(&errors, "invalid systemctl is-enabled output");
+    assert_any_contains(&errors, "sort-of");
+}
+
+/// Processes whose command line is exactly `sleep SECONDS`.
+fn sleepers(seconds: &str) -> usize {
+    let wanted = format!("sleep\0{seconds}\0");
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|c| c == wanted.as_bytes())
+        .count()
+}
+
+#[test]
+fn hanging_systemctl_times_out() {
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "disabled")
+        .unit("db", "inactive", "disabled")
+        .hang("start", "web", 47);
+    let yaml =
+        "- service:\n    - web:\n        ensure: running\n    - db:\n        ensure: running\n";
+    let r = manifest(&fake, yaml, &["--systemctl-timeout", "1"]);
+    r.assert_code(1);
+    assert!(
+        r.elapsed < Duration::from_secs(20),
+        "the run took {:?}",
+        r.elapsed
+    );
+    let json = r.json();
+    assert_any_contains(&errors_of(resource(&json, "web")), "timed out");
+    assert!(
+        json_calls(&json)
+            .iter()
+            .any(|c| c.0 == "start" && c.1.as_deref() == Some("web") && c.2 == "timed-out"),
+        "{:#}",
+        json["calls"]
+    );
+    assert_eq!(
+        resource(&json, "db")["failed"],
+        false,
+        "the run goes on after a timeout"
+    );
+    assert_eq!(
+        sleepers("47"),
+        0,
+        "the timed-out systemctl was left running"
+    );
+}
+
+#[test]
+fn start_that_leaves_the_unit_stopped_fails_verification() {
+    // Type=simple whose program exits at once: start exits 0, is-active says failed.
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "enabled")
+        .start_result("web", "failed");
+    let r = manifest(
+        &fake,
+        "- service:\n    - web:\n        ensure: running\n",
+        &[],
+    );
+    r.assert_code(1);
+    assert_eq!(fake.mutating_calls(), ["start --system -- web"]);
+    let json = r.json();
+    let web = resource(&json, "web");
+    assert_eq!(web["failed"], true);
+    assert_eq!(actions_of(web), ["started"]);
+    assert_any_contains(&errors_of(web), "failed to reach desired state");
+    assert_eq!(
+        web["final"],
+        serde_json::json!({"ensure": "stopped", "enabled": true})
+    );
+}
+
+#[test]
+fn one_failing_resource_does_not_stop_the_others() {
+    let fake = FakeSystemctl::new();
+    fake.unit("a", "inactive", "disabled")
+        .unit("b", "inactive", "disabled")
+        .unit("c", "active", "enabled")
+        .fail("start", "b", 1, "Job for b.service failed.");
+    let yaml = "\
+- service:
+    - a:
+        enable: true
+    - b:
+        enable: true
+    - c:
+        ensure: stopped
+        enable: false
+";
+    let r = manifest(&fake, yaml, &[]);
+    r.assert_code(1);
+    assert_eq!(
+        fake.mutating_calls(),
+        [
+            "start --system -- a",
+            "enable --system -- a",
+            "start --system -- b",
+            "stop --system -- c",
+            "disable --system -- c"
+        ]
+    );
+    let json = r.json();
+    assert_eq!(resource(&json, "a")["failed"], false);
+    assert_eq!(resource(&json, "b")["failed"], true);
+    assert_eq!(resource(&json, "c")["failed"], false);
+    assert_eq!(json["summary"]["failed"], 1);
+    assert_eq!(json["summary"]["changed"], 2);
+    assert_eq!(
+        fake.state("c").unwrap(),
+        ("inactive".into(), "disabled".into())
+    );
+}
+
+// ------------------------------------------------------------------- names
+
+#[test]
+fn invalid_names_in_a_manifest_are_rejected_before_any_call() {
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "disabled");
+    let yaml = "\
+- service:
+    - web:
+        ensure: running
+    - \"app@x\":
+        ensure: running
+    - \"-H\":
+        ensure: running
+";
+    let r = manifest(&fake, yaml, &[]);
+    r.assert_code(1);
+    assert_eq!(
+        fake.calls(),
+        Vec::<String>::new(),
+        "nothing may run, not even daemon-reload"
+    );
+    let json = r.json();
+    let errors = errors_of(&json);
+    assert_any_contains(&errors, "app@x");
+    assert_any_contains(&errors, "\"-H\"");
+    assert_eq!(json["calls"], serde_json::json!([]));
+}
+
+const HOSTILE_NAMES: &[&str] = &[
+    "httpd; rm -rf /",
+    "$(reboot)",
+    "`reboot`",
+    "-H evil",
+    "-H",
+    "--root=/",
+    "--help",
+    "a b",
+    "../../x",
+    "x/y",
+    "x\ny",
+    "",
+    "a\0b",
+    "café",
+    "web|cat",
+    "web&",
+    "app@x",
+];
+
+fn escape(name: &str) -> String {
+    name.replace('\\', "\\\\")
+        .replace('\n', "\\n")
+        .replace('\0', "\\0")
+}
+
+#[test]
+fn host_rejects_hostile_names_from_a_guest_that_bypasses_the_sdk() {
+    let fake = FakeSystemctl::new();
+    let long = "a".repeat(300);
+    let mut names: Vec<String> = HOSTILE_NAMES.iter().map(|s| s.to_string()).collect();
+    names.push(long);
+    let text: String = names.iter().map(|n| escape(n) + "\n").collect();
+    let file = settings(&fake, "names.txt", &text);
+
+    let r = host(
+        &fake,
+        &policy_wasm("raw-calls-fixture"),
+        &["--settings", file.to_str().unwrap(), "--json"],
+    );
+    assert!(
+        fake.calls().iter().all(|c| c == "daemon-reload"),
+        "systemctl ran with a hostile name: {:#?}",
+        fake.calls()
+    );
+    r.assert_code(1);
+    let json = r.json();
+
+    let calls = json_calls(&json);
+    let operations: Vec<_> = calls.iter().filter(|c| c.0 != "daemon-reload").collect();
+    assert_eq!(
+        operations.len(),
+        2 * names.len(),
+        "one status and one start per name: {calls:#?}"
+    );
+    assert!(
+        operations.iter().all(|c| c.2 == "invalid-name"),
+        "{calls:#?}"
+    );
+    for op in ["status", "start"] {
+        assert_eq!(operations.iter().filter(|c| c.0 == op).count(), names.len());
+    }
+
+    let resources = json["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), names.len());
+    for (res, name) in resources.iter().zip(&names) {
+        assert_eq!(res["resource"], format!("service#{name}").as_str());
+        let errors = errors_of(res);
+        assert_eq!(errors.len(), 2, "{name:?}: {errors:#?}");
+        assert!(
+            errors.iter().all(|e| e.contains("invalid-name")),
+            "{name:?}: {errors:#?}"
+        );
+    }
+}
+
+#[test]
+fn raw_calls_fixture_reaches_systemctl_with_a_valid_name() {
+    // The control for the test above: the fixture's calls do arrive.
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "disabled");
+    let file = settings(&fake, "names.txt", "web\n");
+    let r = host(
+        &fake,
+        &policy_wasm("raw-calls-fixture"),
+        &["--settings", file.to_str().unwrap(), "--json"],
+    );
+    r.assert_code(0);
+    assert_shapes(&fake);
+    assert_eq!(
+        fake.calls(),
+        [
+            "daemon-reload",
+            "is-active --system -- web",
+            "is-enabled --system -- web",
+            "start --system -- web"
+        ]
+    );
+}
+
+// ------------------------------------------------------- the environment
+
+#[test]
+fn systemctl_runs_with_a_clean_environment() {
+    let fake = fresh_web_host();
+    let mut cmd = fake.host_command();
+    cmd.env("SECRET", "1")
+        .env("LD_PRELOAD", "")
+        .env("SYSTEMD_LOG_LEVEL", "debug")
+        .arg("run")
+        .arg(example());
+    run(cmd).assert_code(0);
+    let envs = fake.env_names();
+    assert!(!envs.is_empty());
+    for names in envs {
+        let mut names = names.clone();
+        names.sort();
+        assert_eq!(names, ["LANG", "LC_ALL", "PATH"]);
+    }
+}
+
+#[test]
+fn no_systemctl_on_path_is_unavailable() {
+    let fake = fresh_web_host();
+    let empty = temp_dir("empty-path");
+    let mut cmd = Command::new(host_binary());
+    cmd.env("PATH", &empty)
+        .arg("run")
+        .arg(example())
+        .arg("--json");
+    let r = run(cmd);
+    let _ = fs::remove_dir(&empty);
+    r.assert_code(1);
+    assert_eq!(fake.calls(), Vec::<String>::new());
+    let json = r.json();
+    assert_eq!(json["provider"]["available"], false);
+    assert_eq!(json["provider"]["name"], "systemd");
+    let calls = json_calls(&json);
+    assert!(!calls.is_empty());
+    assert!(calls.iter().all(|c| c.2 == "unavailable"), "{calls:#?}");
+    assert_any_contains(&errors_of(resource(&json, "httpd")), "systemctl not found");
+    assert_eq!(json["summary"]["success"], false);
+}
+
+// -------------------------------------------------------------- bad input
+
+#[track_caller]
+fn assert_rejected(fake: &FakeSystemctl, r: &Run, mention: &str) {
+    r.assert_code(1);
+    assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line on stderr, got:\n{}", r.stderr);
+    assert_contains(lines[0], mention);
+}
+
+#[test]
+fn missing_policy_file_is_rejected() {
+    let fake = fresh_web_host();
+    let missing = fake.root().join("nosuch.wasm");
+    let r = host(&fake, &missing, &["--json"]);
+    assert_rejected(&fake, &r, "nosuch.wasm");
+}
+
+#[test]
+fn text_file_as_policy_is_rejected() {
+    let fake = fresh_web_host();
+    let path = settings(&fake, "policy.wasm", "- service:\n    - web: {}\n");
+    let r = host(&fake, &path, &["--json"]);
+    assert_rejected(&fake, &r, "policy.wasm");
+}
+
+#[test]
+fn core_wasm_module_is_rejected() {
+    let fake = fresh_web_host();
+    let path = fake.root().join("core.wasm");
+    fs::write(&path, b"\0asm\x01\0\0\0").unwrap();
+    let r = host(&fake, &path, &["--json"]);
+    assert_rejected(&fake, &r, "core.wasm");
+    assert!(
+        r.stderr.to_lowercase().contains("component"),
+        "say it is a module, not a component: {}",
+        r.stderr
+    );
+}
+
+#[test]
+fn missing_settings_file_is_rejected() {
+    let fake = fresh_web_host();
+    let missing = fake.root().join("nosuch.yaml");
+    let r = host(
+        &fake,
+        &manifest_policy(),
+        &["--settings", missing.to_str().unwrap(), "--json"],
+    );
+    assert_rejected(&fake, &r, "nosuch.yaml");
+}
+
+#[test]
+fn manifest_yaml_error_names_the_line() {
+    let fake = FakeSystemctl::new();
+    fake.unit("httpd", "inactive", "disabled");
+    let yaml = "- service:\n    - httpd:\n        ensure: runing\n";
+    let r = manifest(&fake, yaml, &[]);
+    r.assert_code(1);
+    assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
+    let errors = errors_of(&r.json());
+    assert_any_contains(&errors, "line 3");
+    assert_any_contains(&errors, "runing");
+
+    // The human output shows it too.
+    let file = settings(&fake, "site.yaml", yaml);
+    let r = host(
+        &fake,
+        &manifest_policy(),
+        &["--settings", file.to_str().unwrap()],
+    );
+    r.assert_code(1);
+    assert_contains(&format!("{}{}", r.stdout, r.stderr), "line 3");
+}
+
+// ------------------------------------------------------------ human output
+
+#[test]
+fn human_output_has_one_line_per_resource() {
+    let fake = fresh_web_host();
+    let r = host(&fake, &example(), &[]);
+    r.assert_code(0);
+    for name in [
+        "service#httpd",
+        "service#legacy-ftpd",
+        "service#metrics-agent",
+    ] {
+        let lines = r
+            .stdout
+            .lines()
+            .filter(|l| {
+                l.split(|c: char| c.is_whitespace() || c == ':' || c == ',')
+                    .any(|w| w == name)
+            })
+            .count();
+        assert_eq!(lines, 1, "{name} in:\n{}", r.stdout);
+    }
+    assert!(
+        serde_json::from_str::<Value>(&r.stdout).is_err(),
+        "human output by default"
+    );
+}
