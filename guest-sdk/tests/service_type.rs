@@ -23,31 +23,92 @@ fn idempotency_table_row_by_row() {
     let stopped = UnitState::stopped();
     // (desired service, current state, expected mutating calls)
     let rows: Vec<(&str, Service, UnitState, Vec<&str>)> = vec![
-        ("running/running", Service::new("web").running(), running, vec![]),
-        ("running/stopped", Service::new("web").running(), stopped, vec!["start web"]),
-        ("stopped/stopped", Service::new("web").stopped(), stopped, vec![]),
-        ("stopped/running", Service::new("web").stopped(), running, vec!["stop web"]),
-        ("enable:true/enabled", Service::new("web").enable(true), running.enabled(), vec![]),
-        ("enable:true/disabled", Service::new("web").enable(true), running.disabled(), vec!["enable web"]),
-        ("enable:false/enabled", Service::new("web").enable(false), running.enabled(), vec!["disable web"]),
-        ("enable:false/disabled", Service::new("web").enable(false), running.disabled(), vec![]),
-        ("enable:nil/enabled", Service::new("web"), running.enabled(), vec![]),
-        ("enable:nil/disabled", Service::new("web"), running.disabled(), vec![]),
+        (
+            "running/running",
+            Service::new("web").running(),
+            running,
+            vec![],
+        ),
+        (
+            "running/stopped",
+            Service::new("web").running(),
+            stopped,
+            vec!["start web"],
+        ),
+        (
+            "stopped/stopped",
+            Service::new("web").stopped(),
+            stopped,
+            vec![],
+        ),
+        (
+            "stopped/running",
+            Service::new("web").stopped(),
+            running,
+            vec!["stop web"],
+        ),
+        (
+            "enable:true/enabled",
+            Service::new("web").enable(true),
+            running.enabled(),
+            vec![],
+        ),
+        (
+            "enable:true/disabled",
+            Service::new("web").enable(true),
+            running.disabled(),
+            vec!["enable web"],
+        ),
+        (
+            "enable:false/enabled",
+            Service::new("web").enable(false),
+            running.enabled(),
+            vec!["disable web"],
+        ),
+        (
+            "enable:false/disabled",
+            Service::new("web").enable(false),
+            running.disabled(),
+            vec![],
+        ),
+        (
+            "enable:nil/enabled",
+            Service::new("web"),
+            running.enabled(),
+            vec![],
+        ),
+        (
+            "enable:nil/disabled",
+            Service::new("web"),
+            running.disabled(),
+            vec![],
+        ),
     ];
     for (row, service, state, expected) in rows {
         let (event, system) = run_web(service, state, &RunOptions::default());
         assert_eq!(system.mutating_calls(), expected, "row {row}");
         assert_eq!(event.changed, !expected.is_empty(), "row {row}: changed");
         assert!(!event.failed, "row {row}: {:?}", event.errors);
-        let status_calls = system.calls().iter().filter(|c| c.operation == Operation::Status).count();
+        let status_calls = system
+            .calls()
+            .iter()
+            .filter(|c| c.operation == Operation::Status)
+            .count();
         let expected_status = if expected.is_empty() { 1 } else { 2 };
-        assert_eq!(status_calls, expected_status, "row {row}: status is re-queried only after a change");
+        assert_eq!(
+            status_calls, expected_status,
+            "row {row}: status is re-queried only after a change"
+        );
     }
 }
 
 #[test]
 fn ensure_defaults_to_running() {
-    let (event, system) = run_web(Service::new("web"), UnitState::stopped(), &RunOptions::default());
+    let (event, system) = run_web(
+        Service::new("web"),
+        UnitState::stopped(),
+        &RunOptions::default(),
+    );
     assert_eq!(system.mutating_calls(), ["start web"]);
     assert_eq!(event.requested.ensure, Ensure::Running);
     assert_eq!(event.requested.enable, None);
@@ -63,7 +124,10 @@ fn running_state_is_applied_before_enabled_state() {
     assert_eq!(system.mutating_calls(), ["stop web", "disable web"]);
     assert_eq!(event.actions, [Action::Stopped, Action::Disabled]);
     let final_state = event.final_state.unwrap();
-    assert_eq!((final_state.ensure, final_state.enabled), (Ensure::Stopped, false));
+    assert_eq!(
+        (final_state.ensure, final_state.enabled),
+        (Ensure::Stopped, false)
+    );
 }
 
 #[test]
@@ -96,7 +160,9 @@ fn subscribe_is_ignored_for_ensure_stopped() {
     let options = RunOptions::default().with_refreshed("file#/etc/web.conf");
     for state in [UnitState::stopped(), UnitState::running()] {
         let (event, system) = run_web(
-            Service::new("web").stopped().subscribe("file#/etc/web.conf"),
+            Service::new("web")
+                .stopped()
+                .subscribe("file#/etc/web.conf"),
             state,
             &options,
         );
@@ -159,15 +225,32 @@ fn subscription_to_a_later_service_is_rejected_before_anything_is_applied() {
     let report = apply(&policy, &mut system, &RunOptions::default());
     assert!(report.events.is_empty());
     assert_eq!(report.errors.len(), 1);
-    assert!(report.errors[0].contains("declared later"), "{:?}", report.errors);
-    assert!(system.calls().is_empty(), "nothing may be queried or changed");
+    assert!(
+        report.errors[0].contains("declared later"),
+        "{:?}",
+        report.errors
+    );
+    assert!(
+        system.calls().is_empty(),
+        "nothing may be queried or changed"
+    );
 }
 
 #[test]
 fn noop_queries_but_never_mutates_and_explains() {
     let cases: Vec<(Service, UnitState, Vec<&str>, &str)> = vec![
-        (Service::new("web").enable(true), UnitState::stopped(), vec![], "Would have started, would have enabled"),
-        (Service::new("web").stopped().enable(false), UnitState::running().enabled(), vec![], "Would have stopped, would have disabled"),
+        (
+            Service::new("web").enable(true),
+            UnitState::stopped(),
+            vec![],
+            "Would have started, would have enabled",
+        ),
+        (
+            Service::new("web").stopped().enable(false),
+            UnitState::running().enabled(),
+            vec![],
+            "Would have stopped, would have disabled",
+        ),
         (
             Service::new("web").subscribe("file#/etc/web.conf"),
             UnitState::running(),
@@ -179,9 +262,17 @@ fn noop_queries_but_never_mutates_and_explains() {
         let mut options = RunOptions::noop();
         options.refreshed = refreshed.into_iter().map(String::from).collect();
         let (event, system) = run_web(service, state, &options);
-        assert!(system.mutating_calls().is_empty(), "{message}: {:?}", system.call_log());
+        assert!(
+            system.mutating_calls().is_empty(),
+            "{message}: {:?}",
+            system.call_log()
+        );
         assert_eq!(system.call_log(), ["status web"], "{message}");
-        assert_eq!(system.unit("web"), Some(state), "{message}: state unchanged");
+        assert_eq!(
+            system.unit("web"),
+            Some(state),
+            "{message}: state unchanged"
+        );
         assert!(event.noop && event.changed, "{message}");
         assert_eq!(event.noop_message.as_deref(), Some(message));
     }
@@ -189,7 +280,11 @@ fn noop_queries_but_never_mutates_and_explains() {
 
 #[test]
 fn noop_with_nothing_to_do_is_unchanged_without_message() {
-    let (event, _) = run_web(Service::new("web"), UnitState::running(), &RunOptions::noop());
+    let (event, _) = run_web(
+        Service::new("web"),
+        UnitState::running(),
+        &RunOptions::noop(),
+    );
     assert!(event.noop && !event.changed);
     assert_eq!(event.noop_message, None);
 }
@@ -215,7 +310,11 @@ fn desired_state_not_reached_is_an_error_saying_what_and_found() {
     let mut system = SimulatedSystem::new()
         .with_unit("web", UnitState::stopped())
         .with_no_effect(Operation::Start, "web");
-    let report = apply(&one(Service::new("web").enable(true)), &mut system, &RunOptions::default());
+    let report = apply(
+        &one(Service::new("web").enable(true)),
+        &mut system,
+        &RunOptions::default(),
+    );
     let event = &report.events[0];
     assert!(event.failed);
     assert_eq!(
@@ -241,9 +340,14 @@ fn failing_call_fails_its_resource_but_not_the_others() {
     let report = apply(&policy, &mut system, &RunOptions::default());
     let broken = report.event("service#broken").unwrap();
     assert!(broken.failed && !broken.changed);
-    assert_eq!(broken.errors, ["start broken: Job for broken.service failed"]);
+    assert_eq!(
+        broken.errors,
+        ["start broken: Job for broken.service failed"]
+    );
     assert!(
-        !system.mutating_calls().contains(&"enable broken".to_owned()),
+        !system
+            .mutating_calls()
+            .contains(&"enable broken".to_owned()),
         "phase 2 is not attempted after phase 1 failed"
     );
     assert!(!report.event("service#web").unwrap().failed);
@@ -254,8 +358,15 @@ fn failing_call_fails_its_resource_but_not_the_others() {
 #[test]
 fn missing_unit_fails_with_not_found() {
     let mut system = SimulatedSystem::new();
-    let report = apply(&one(Service::new("nosuch")), &mut system, &RunOptions::default());
-    assert_eq!(report.events[0].errors, ["status of nosuch: service not found: nosuch"]);
+    let report = apply(
+        &one(Service::new("nosuch")),
+        &mut system,
+        &RunOptions::default(),
+    );
+    assert_eq!(
+        report.events[0].errors,
+        ["status of nosuch: service not found: nosuch"]
+    );
     assert!(report.events[0].final_state.is_none());
 }
 
@@ -263,11 +374,21 @@ fn missing_unit_fails_with_not_found() {
 fn invalid_names_are_rejected_before_any_provider_call() {
     for name in ["app@instance", "app; rm -rf /", "-H", "a b", "x/y", ""] {
         let mut system = SimulatedSystem::new().with_unit("web", UnitState::stopped());
-        let policy = Policy::new().service(Service::new("web")).service(Service::new(name));
+        let policy = Policy::new()
+            .service(Service::new("web"))
+            .service(Service::new(name));
         let report = apply(&policy, &mut system, &RunOptions::default());
-        assert!(system.calls().is_empty(), "{name:?}: {:?}", system.call_log());
+        assert!(
+            system.calls().is_empty(),
+            "{name:?}: {:?}",
+            system.call_log()
+        );
         assert_eq!(report.errors.len(), 1, "{name:?}");
-        assert!(report.errors[0].contains(&format!("{name:?}")), "{name:?}: {}", report.errors[0]);
+        assert!(
+            report.errors[0].contains(&format!("{name:?}")),
+            "{name:?}: {}",
+            report.errors[0]
+        );
     }
 }
 
@@ -279,7 +400,11 @@ fn malformed_refresh_reference_is_rejected() {
         &mut system,
         &RunOptions::default().with_refreshed("no-hash"),
     );
-    assert!(report.errors[0].contains("TYPE#NAME"), "{:?}", report.errors);
+    assert!(
+        report.errors[0].contains("TYPE#NAME"),
+        "{:?}",
+        report.errors
+    );
     assert!(system.calls().is_empty());
 }
 
@@ -287,7 +412,9 @@ fn malformed_refresh_reference_is_rejected() {
 fn policy_function_error_is_reported_and_nothing_applied() {
     let mut system = SimulatedSystem::new().with_unit("web", UnitState::stopped());
     let report = guest_sdk::run(
-        |_ctx: &Context| -> Result<Policy, PolicyError> { Err("settings missing key `port`".into()) },
+        |_ctx: &Context| -> Result<Policy, PolicyError> {
+            Err("settings missing key `port`".into())
+        },
         &mut system,
         &RunOptions::default(),
     );

@@ -19,6 +19,64 @@ pub struct Cli {
 pub enum Command {
     /// Apply a policy to this machine (or show what would change, with --noop).
     Run(RunArgs),
+    /// Generate a minisign key pair for signing policies.
+    Keygen(KeygenArgs),
+    /// Sign a policy: writes POLICY.wasm.minisig beside it.
+    Sign(SignArgs),
+    /// Check a policy's signature against trusted keys (exit 0 valid, 1 invalid).
+    Verify(VerifyArgs),
+}
+
+/// Where trusted public keys come from.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// A trusted public key file (minisign format). Repeatable. When none is given,
+    /// every *.pub file in --trusted-keys-dir is trusted.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_key: Vec<PathBuf>,
+
+    /// The system directory of trusted *.pub keys.
+    #[arg(long, value_name = "DIR", default_value = crate::signature::DEFAULT_TRUSTED_KEYS_DIR)]
+    pub trusted_keys_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Directory to write policy-host.pub and policy-host.key (mode 0600) into.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Read the password protecting the secret key from the first line of FILE
+    /// (otherwise it is asked for on the terminal).
+    #[arg(long, value_name = "FILE", conflicts_with = "unencrypted")]
+    pub password_file: Option<PathBuf>,
+
+    /// Store the secret key without a password, for automation. Keep it safe by other means.
+    #[arg(long)]
+    pub unencrypted: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The policy to sign.
+    pub policy: PathBuf,
+
+    /// The secret key file (from `host keygen` or `minisign -G`).
+    #[arg(long, value_name = "SECRET")]
+    pub key: PathBuf,
+
+    /// Read the secret key's password from the first line of FILE.
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The policy whose POLICY.minisig to check.
+    pub policy: PathBuf,
+
+    #[command(flatten)]
+    pub trust: TrustArgs,
 }
 
 #[derive(Debug, Args)]
@@ -46,6 +104,14 @@ pub struct RunArgs {
     /// Exit 0 when nothing changed, 2 on changes, 4 on failures, 6 on both (1: the run could not happen).
     #[arg(long)]
     pub detailed_exitcodes: bool,
+
+    #[command(flatten)]
+    pub trust: TrustArgs,
+
+    /// Run a policy without a valid signature (development only): prints a
+    /// warning and records `signature.verified: false` in the report.
+    #[arg(long)]
+    pub allow_unsigned: bool,
 
     /// The longest one systemctl command may take, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 90.0)]

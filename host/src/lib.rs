@@ -12,3 +12,4 @@ pub mod provider;
 pub mod report;
 pub mod runtime;
 pub mod service_name;
+pub mod signature;

@@ -8,6 +8,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Run(args) => commands::run::execute(args),
+        Command::Keygen(args) => commands::keygen::execute(args),
+        Command::Sign(args) => commands::sign::execute(args),
+        Command::Verify(args) => commands::verify::execute(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

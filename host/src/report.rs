@@ -13,6 +13,35 @@ use crate::runtime::bindings::types;
 /// is malformed (a policy cannot have applied that many resources in one run).
 pub const MAX_EVENTS: usize = 100_000;
 
+/// What the host checked of the policy's signature.
+#[derive(Debug, Clone, Serialize)]
+pub struct SignatureReport {
+    pub verified: bool,
+    pub key_id: Option<String>,
+    pub trusted_comment: Option<String>,
+    pub warning: Option<String>,
+}
+
+impl SignatureReport {
+    pub fn verified(v: crate::signature::Verified) -> Self {
+        Self {
+            verified: true,
+            key_id: Some(v.key_id),
+            trusted_comment: Some(v.trusted_comment),
+            warning: None,
+        }
+    }
+
+    pub fn unverified(warning: &str) -> Self {
+        Self {
+            verified: false,
+            key_id: None,
+            trusted_comment: None,
+            warning: Some(warning.to_owned()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ProviderInfo {
     pub name: &'static str,
@@ -112,6 +141,7 @@ pub struct Summary {
 pub struct RunReport {
     pub policy: String,
     pub noop: bool,
+    pub signature: SignatureReport,
     pub provider: ProviderInfo,
     pub resources: Vec<ResourceEvent>,
     /// Problems with the run as a whole: policy-level errors from the guest,
@@ -127,6 +157,7 @@ impl RunReport {
     pub fn new(
         policy: String,
         noop: bool,
+        signature: SignatureReport,
         provider: ProviderInfo,
         outcome: Result<types::Report, String>,
         calls: Vec<CallRecord>,
@@ -160,6 +191,7 @@ impl RunReport {
         Self {
             policy,
             noop,
+            signature,
             provider,
             resources,
             errors,
@@ -184,6 +216,16 @@ impl RunReport {
     /// The report for people: a line per resource, then a summary.
     pub fn render_human(&self) -> String {
         let mut out = String::new();
+        match (&self.signature.key_id, &self.signature.warning) {
+            (Some(key_id), _) => {
+                let comment = self.signature.trusted_comment.as_deref().unwrap_or("");
+                let _ = writeln!(out, "signed by key {key_id} ({comment})");
+            }
+            (None, Some(warning)) => {
+                let _ = writeln!(out, "warning: {warning}");
+            }
+            (None, None) => {}
+        }
         if let Some(detail) = self
             .provider
             .detail

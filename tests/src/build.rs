@@ -94,3 +94,94 @@ pub fn policy_wasm(package: &str) -> PathBuf {
     built.insert(package.to_string(), path.clone());
     path
 }
+
+/// The key pair the tests sign their policies with.
+#[derive(Debug, Clone)]
+pub struct TestKey {
+    pub public_key: PathBuf,
+    pub secret_key: PathBuf,
+}
+
+/// A fresh, unencrypted key pair made by `host keygen` once per process,
+/// under the target directory (so a sandbox sharing it can read the public key).
+pub fn test_key() -> TestKey {
+    static KEY: OnceLock<TestKey> = OnceLock::new();
+    KEY.get_or_init(|| {
+        let dir = process_dir().join("key");
+        let output = Command::new(host_binary())
+            .args(["keygen", "--unencrypted", "--out"])
+            .arg(&dir)
+            .output()
+            .expect("run host keygen");
+        assert!(
+            output.status.success(),
+            "host keygen failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        TestKey {
+            public_key: dir.join("policy-host.pub"),
+            secret_key: dir.join("policy-host.key"),
+        }
+    })
+    .clone()
+}
+
+/// `["--trusted-key", PUB]` for the test key: what every `host run` of a
+/// policy from [`signed_policy`] needs.
+pub fn trust_args() -> Vec<std::ffi::OsString> {
+    vec![
+        "--trusted-key".into(),
+        test_key().public_key.into_os_string(),
+    ]
+}
+
+/// The policy of `package`, copied to this process's own directory and signed
+/// there with [`test_key`] by `host sign` (so concurrent test processes never
+/// sign one file).
+pub fn signed_policy(package: &str) -> PathBuf {
+    static SIGNED: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let signed = SIGNED.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut signed = signed.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = signed.get(package) {
+        return path.clone();
+    }
+    let built = policy_wasm(package);
+    let copy = process_dir().join(built.file_name().expect("wasm file name"));
+    std::fs::copy(&built, &copy).expect("copy policy");
+    sign_file(&copy);
+    signed.insert(package.to_string(), copy.clone());
+    copy
+}
+
+/// Signs any file with [`test_key`] (`host sign`), writing `FILE.minisig`:
+/// for tests of what the host does with signed but unsuitable files.
+pub fn sign_file(path: &Path) {
+    let output = Command::new(host_binary())
+        .arg("sign")
+        .arg(path)
+        .arg("--key")
+        .arg(test_key().secret_key)
+        .output()
+        .expect("run host sign");
+    assert!(
+        output.status.success(),
+        "host sign {} failed: {}",
+        path.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `target/e2e/<pid>`: files of this test process, removed at the start of a
+/// later process with the same pid.
+fn process_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = target_dir()
+            .join("e2e")
+            .join(std::process::id().to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the e2e directory");
+        dir
+    })
+    .clone()
+}

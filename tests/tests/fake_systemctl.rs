@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use policy_host_e2e::build::{host_binary, policy_wasm};
+use policy_host_e2e::build::{host_binary, policy_wasm, sign_file, signed_policy, trust_args};
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
 use serde_json::Value;
 
@@ -58,16 +58,16 @@ fn run(mut cmd: Command) -> Run {
 /// `host run POLICY ARGS...` with the fake first on PATH.
 fn host(fake: &FakeSystemctl, policy: &Path, args: &[&str]) -> Run {
     let mut cmd = fake.host_command();
-    cmd.arg("run").arg(policy).args(args);
+    cmd.arg("run").arg(policy).args(trust_args()).args(args);
     run(cmd)
 }
 
 fn example() -> PathBuf {
-    policy_wasm("example-policy")
+    signed_policy("example-policy")
 }
 
 fn manifest_policy() -> PathBuf {
-    policy_wasm("manifest-policy")
+    signed_policy("manifest-policy")
 }
 
 /// Writes a settings file into the fake's directory.
@@ -518,12 +518,10 @@ fn subscription_to_a_later_service_is_a_policy_error() {
 }
 
 #[test]
-fn invalid_refresh_reference_is_a_policy_error() {
+fn invalid_refresh_reference_is_rejected() {
     let fake = fresh_web_host();
     let r = host(&fake, &example(), &["--refresh", "no-hash-here", "--json"]);
-    r.assert_code(1);
-    assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
-    assert_any_contains(&errors_of(&r.json()), "refresh");
+    assert_rejected(&fake, &r, "no-hash-here");
 }
 
 // ------------------------------------------------------------------ failures
@@ -720,7 +718,6 @@ fn hanging_systemctl_times_out() {
         r.elapsed
     );
     let json = r.json();
-    assert_any_contains(&errors_of(resource(&json, "web")), "timed out");
     assert!(
         json_calls(&json)
             .iter()
@@ -738,6 +735,7 @@ fn hanging_systemctl_times_out() {
         0,
         "the timed-out systemctl was left running"
     );
+    assert_any_contains(&errors_of(resource(&json, "web")), "timed out");
 }
 
 #[test]
@@ -871,7 +869,7 @@ fn host_rejects_hostile_names_from_a_guest_that_bypasses_the_sdk() {
 
     let r = host(
         &fake,
-        &policy_wasm("raw-calls-fixture"),
+        &signed_policy("raw-calls-fixture"),
         &["--settings", file.to_str().unwrap(), "--json"],
     );
     assert!(
@@ -918,7 +916,7 @@ fn raw_calls_fixture_reaches_systemctl_with_a_valid_name() {
     let file = settings(&fake, "names.txt", "web\n");
     let r = host(
         &fake,
-        &policy_wasm("raw-calls-fixture"),
+        &signed_policy("raw-calls-fixture"),
         &["--settings", file.to_str().unwrap(), "--json"],
     );
     r.assert_code(0);
@@ -944,7 +942,8 @@ fn systemctl_runs_with_a_clean_environment() {
         .env("LD_PRELOAD", "")
         .env("SYSTEMD_LOG_LEVEL", "debug")
         .arg("run")
-        .arg(example());
+        .arg(example())
+        .args(trust_args());
     run(cmd).assert_code(0);
     let envs = fake.env_names();
     assert!(!envs.is_empty());
@@ -963,6 +962,7 @@ fn no_systemctl_on_path_is_unavailable() {
     cmd.env("PATH", &empty)
         .arg("run")
         .arg(example())
+        .args(trust_args())
         .arg("--json");
     let r = run(cmd);
     let _ = fs::remove_dir(&empty);
@@ -1001,6 +1001,7 @@ fn missing_policy_file_is_rejected() {
 fn text_file_as_policy_is_rejected() {
     let fake = fresh_web_host();
     let path = settings(&fake, "policy.wasm", "- service:\n    - web: {}\n");
+    sign_file(&path);
     let r = host(&fake, &path, &["--json"]);
     assert_rejected(&fake, &r, "policy.wasm");
 }
@@ -1010,6 +1011,7 @@ fn core_wasm_module_is_rejected() {
     let fake = fresh_web_host();
     let path = fake.root().join("core.wasm");
     fs::write(&path, b"\0asm\x01\0\0\0").unwrap();
+    sign_file(&path);
     let r = host(&fake, &path, &["--json"]);
     assert_rejected(&fake, &r, "core.wasm");
     assert!(
@@ -1080,4 +1082,80 @@ fn human_output_has_one_line_per_resource() {
         serde_json::from_str::<Value>(&r.stdout).is_err(),
         "human output by default"
     );
+}
+
+#[test]
+fn component_of_another_world_is_rejected() {
+    let fake = fresh_web_host();
+    // The fixture's `other-world` binary is a wasi:cli/command component.
+    let built = policy_wasm("raw-calls-fixture").with_file_name("other-world.wasm");
+    assert!(built.is_file(), "{} was not built", built.display());
+    let other = fake.root().join("other-world.wasm");
+    fs::copy(&built, &other).unwrap();
+    sign_file(&other);
+    let r = host(&fake, &other, &["--json"]);
+    assert_rejected(&fake, &r, "other-world.wasm");
+}
+
+// ------------------------------------------------------------ daemon-reload
+
+#[test]
+fn failed_daemon_reload_fails_every_resource_and_changes_nothing() {
+    let fake = fresh_web_host();
+    fake.fail_daemon_reload(1, "Failed to reload daemon: Access denied");
+    let r = host(&fake, &example(), &["--json"]);
+    r.assert_code(1);
+    assert_shapes(&fake);
+    assert_eq!(fake.daemon_reloads(), 1, "{:#?}", fake.calls());
+    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
+    let json = r.json();
+    for name in ["httpd", "legacy-ftpd", "metrics-agent"] {
+        let res = resource(&json, name);
+        assert_eq!(res["failed"], true);
+        assert_any_contains(&errors_of(res), "Access denied");
+    }
+}
+
+// ------------------------------------------------------- finding systemctl
+
+#[test]
+fn non_executable_systemctl_earlier_on_path_is_skipped() {
+    let fake = fresh_web_host();
+    let decoys = temp_dir("decoy-path");
+    fs::write(decoys.join("systemctl"), "#!/bin/sh\nexit 0\n").unwrap(); // mode 644
+    let dir_decoys = temp_dir("decoy-dir");
+    fs::create_dir(dir_decoys.join("systemctl")).unwrap();
+    let mut path = decoys.clone().into_os_string();
+    path.push(":");
+    path.push(&dir_decoys);
+    path.push(":");
+    path.push(fake.path_env());
+    let mut cmd = Command::new(host_binary());
+    cmd.env("PATH", path)
+        .arg("run")
+        .arg(example())
+        .args(trust_args());
+    let r = run(cmd);
+    let _ = fs::remove_dir_all(&decoys);
+    let _ = fs::remove_dir_all(&dir_decoys);
+    r.assert_code(0);
+    assert_eq!(fake.daemon_reloads(), 1);
+}
+
+#[test]
+fn relative_path_entries_are_not_searched() {
+    // `PATH=bin` run from the fake's directory would find bin/systemctl; a
+    // relative entry depends on the working directory, so the host skips it.
+    let fake = fresh_web_host();
+    let mut cmd = Command::new(host_binary());
+    cmd.current_dir(fake.root())
+        .env("PATH", "bin")
+        .arg("run")
+        .arg(example())
+        .args(trust_args())
+        .arg("--json");
+    let r = run(cmd);
+    r.assert_code(1);
+    assert_eq!(fake.calls(), Vec::<String>::new());
+    assert_eq!(r.json()["provider"]["available"], false);
 }

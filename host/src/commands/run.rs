@@ -1,5 +1,6 @@
 //! `host run`: load, check and run a policy, then report.
 
+use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -8,8 +9,9 @@ use anyhow::{bail, Context as _};
 use crate::cli::RunArgs;
 use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{SystemdConfig, SystemdProvider};
-use crate::report::{ProviderInfo, RunReport};
+use crate::report::{ProviderInfo, RunReport, SignatureReport};
 use crate::runtime::{PolicyInput, PolicyRuntime, RunLimits};
+use crate::signature::{load_trusted_keys, read_signature, signature_path_for, verify_bytes};
 
 /// Runs the policy; returns the process exit code. An `Err` means the run
 /// could not happen (exit 1) and nothing was applied.
@@ -20,8 +22,14 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
         check_reference(reference)?;
     }
     let settings = args.settings.as_deref().map(read_settings).transpose()?;
+    // Read once: these exact bytes are verified, then compiled.
     let bytes = std::fs::read(&args.policy)
         .with_context(|| format!("reading policy {}", args.policy.display()))?;
+    let signature = check_signature(args, &bytes)
+        .with_context(|| format!("refusing policy {}", args.policy.display()))?;
+    if let Some(warning) = &signature.warning {
+        eprintln!("host: warning: {warning}");
+    }
 
     let runtime = PolicyRuntime::new(RunLimits::default())?;
     let component = runtime
@@ -53,18 +61,40 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     let report = RunReport::new(
         display_name(&args.policy),
         args.noop,
+        signature,
         provider_info,
         run.outcome,
         run.provider.calls().to_vec(),
         run.log,
         started.elapsed(),
     );
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        print!("{}", report.render_human());
-    }
+        report.render_human()
+    };
+    // A closed pipe (`host run ... | head`) is an error to report, not a panic.
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing the report to stdout")?;
     Ok(report.exit_code(args.detailed_exitcodes))
+}
+
+/// Verifies `bytes` against the policy's `.minisig` and the trusted keys, or,
+/// with `--allow-unsigned`, records that nothing was verified.
+fn check_signature(args: &RunArgs, bytes: &[u8]) -> anyhow::Result<SignatureReport> {
+    if args.allow_unsigned {
+        return Ok(SignatureReport::unverified(
+            "policy signature NOT verified (--allow-unsigned); do not use this in production",
+        ));
+    }
+    let keys = load_trusted_keys(&args.trust.trusted_key, &args.trust.trusted_keys_dir)?;
+    let signature = read_signature(&signature_path_for(&args.policy))?;
+    Ok(SignatureReport::verified(verify_bytes(
+        bytes, &signature, &keys,
+    )?))
 }
 
 fn systemctl_timeout(seconds: f64) -> anyhow::Result<Duration> {

@@ -2,6 +2,10 @@
 
 use super::runner::CommandOutput;
 use super::ProviderError;
+use crate::service_name::quote;
+
+/// The most of a command's stderr kept in an error message.
+const MAX_STDERR_IN_MESSAGE: usize = 2000;
 
 /// Whether `is-active` says the unit runs. `reloading` and `refreshing` are
 /// running; `deactivating` is on its way to stopped. The exit code is not
@@ -12,7 +16,8 @@ pub fn parse_is_active(output: &CommandOutput) -> Result<bool, ProviderError> {
         "inactive" | "failed" | "activating" | "deactivating" => Ok(false),
         "" if !output.success() => Err(command_failed("is-active", output)),
         other => Err(ProviderError::CommandFailed(format!(
-            "invalid systemctl is-active output {other:?}"
+            "invalid systemctl is-active output {}",
+            quote(other)
         ))),
     }
 }
@@ -32,7 +37,8 @@ pub fn parse_is_enabled(service: &str, output: &CommandOutput) -> Result<bool, P
         }
         "" if !output.success() => Err(command_failed("is-enabled", output)),
         other => Err(ProviderError::CommandFailed(format!(
-            "invalid systemctl is-enabled output {other:?}"
+            "invalid systemctl is-enabled output {}",
+            quote(other)
         ))),
     }
 }

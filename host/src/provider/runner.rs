@@ -39,7 +39,7 @@ pub enum RunError {
         program: String,
         source: std::io::Error,
     },
-    #[error("did not finish within {}s and was killed", .0.as_secs_f64())]
+    #[error("timed out after {}s; the command was killed", .0.as_secs_f64())]
     TimedOut(Duration),
 }
 
