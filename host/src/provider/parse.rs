@@ -50,11 +50,19 @@ pub fn command_failed(command: &str, output: &CommandOutput) -> ProviderError {
         None => "killed by a signal".to_owned(),
     };
     // One line per message keeps reports readable; systemctl's stderr lines are sentences.
-    let stderr = output
+    let mut stderr = output
         .stderr
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
+    if stderr.len() > MAX_STDERR_IN_MESSAGE {
+        let cut = (0..=MAX_STDERR_IN_MESSAGE)
+            .rev()
+            .find(|&i| stderr.is_char_boundary(i))
+            .unwrap_or(0);
+        stderr.truncate(cut);
+        stderr.push_str("...");
+    }
     ProviderError::CommandFailed(if stderr.is_empty() {
         format!("systemctl {command} failed ({code})")
     } else {
@@ -176,6 +184,17 @@ mod tests {
                 "invalid systemctl is-enabled output \"bad\"".into()
             ))
         );
+    }
+
+    #[test]
+    fn huge_stderr_is_cut_in_the_message() {
+        let err = command_failed("start --system -- x", &out("", &"e".repeat(100_000), 1));
+        assert!(
+            err.to_string().len() < MAX_STDERR_IN_MESSAGE + 100,
+            "{}",
+            err.to_string().len()
+        );
+        assert!(err.to_string().ends_with("..."));
     }
 
     #[test]

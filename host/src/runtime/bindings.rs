@@ -5,5 +5,5 @@ wasmtime::component::bindgen!({
     world: "policy",
 });
 
-pub use policy_host::policy::service_provider;
-pub use policy_host::policy::types;
+pub use self::policy_host::policy::service_provider;
+pub use self::policy_host::policy::types;
