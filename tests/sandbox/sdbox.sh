@@ -16,6 +16,7 @@
 #   SDBOX_ARGS   extra systemd arguments, e.g. systemd.unit=basic.target (fast boot)
 #   SDBOX_OWNER  PID of the process that owns the sandbox (default: the caller); `sweep` stops
 #                sandboxes whose owner died without stopping them
+#   SDBOX_EXEC_TIMEOUT  seconds after which `exec` kills CMD (default 300; exit status 124)
 #
 # Exit status: 0 ok; 3 sandboxes are impossible here (not root, no namespaces, no cgroup2, no
 # systemd): callers skip rather than fail; anything else is a real failure.
@@ -77,6 +78,7 @@ kill_cgroup() {
 }
 
 # Runs as PID 1 of the new namespaces (environment: DIR SHARE ARGS DROP) and becomes systemd.
+# (It reaches the new bash through the environment, without comments: see `declare -f`.)
 inside() {
   local R=$DIR/root f n hp
   # The throwaway root: the real / as the read-only lower layer, a tmpfs as the upper one.
@@ -122,7 +124,7 @@ start() {
   ( echo $BASHPID > "$CG/cgroup.procs"     # the new cgroup namespace is rooted at $CG
     exec setsid unshare --pid --fork --mount --uts --ipc --net --cgroup --propagation private \
       env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DIR="$DIR" LIBMOUNT_UTAB="$DIR/utab" SHARE="$share" \
-        ARGS="${SDBOX_ARGS:-}" DROP=$DROP bash -euc "$(declare -f inside); inside" \
+        ARGS="${SDBOX_ARGS:-}" DROP=$DROP INSIDE="$(declare -f inside)" bash -euc 'eval "$INSIDE"; inside' \
       </dev/null >"$DIR/console.log" 2>&1
   ) &
   for i in $(seq 100); do [ -s "$DIR/pid" ] && break; sleep 0.05; done
@@ -181,7 +183,9 @@ cmd=$1; shift
 case $cmd in
   start) setup "$1"; shift; start "$@";;
   exec)  setup "$1"; shift; mine || die "no sandbox running in $DIR"
+         # timeout runs inside, so it kills CMD with all its children (a hung test ends).
          exec nsenter -t "$(cat "$DIR/pid")" -a -- setpriv --bounding-set "$DROP" -- \
+              timeout -k 5 "${SDBOX_EXEC_TIMEOUT:-300}" \
               env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@";;
   stop)  setup "$1"; stop;;
   sweep) sweep "$(realpath -m "$1")";;

@@ -38,6 +38,33 @@ fn cargo() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("cargo"))
 }
 
+/// Installs the `wasm32-wasip2` standard library with rustup when it is
+/// missing, so a fresh machine can build policies without a separate step.
+/// Without rustup the build below fails and says what is missing.
+fn ensure_wasm_target() {
+    static CHECKED: OnceLock<()> = OnceLock::new();
+    CHECKED.get_or_init(|| {
+        let installed = Command::new("rustup")
+            .args(["target", "list", "--installed"])
+            .output();
+        let Ok(installed) = installed else { return };
+        if String::from_utf8_lossy(&installed.stdout)
+            .lines()
+            .any(|t| t.trim() == "wasm32-wasip2")
+        {
+            return;
+        }
+        eprintln!("installing the wasm32-wasip2 target: rustup target add wasm32-wasip2");
+        let status = Command::new("rustup")
+            .args(["target", "add", "wasm32-wasip2"])
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "rustup target add wasm32-wasip2 failed"
+        );
+    });
+}
+
 /// Runs `cargo build ARGS` in the workspace root; panics with cargo's output
 /// if the build fails.
 fn cargo_build(args: &[&str]) {
@@ -85,6 +112,7 @@ pub fn policy_wasm(package: &str) -> PathBuf {
     if let Some(path) = built.get(package) {
         return path.clone();
     }
+    ensure_wasm_target();
     cargo_build(&["--release", "--target", "wasm32-wasip2", "-p", package]);
     let path = target_dir()
         .join("wasm32-wasip2")
@@ -93,6 +121,13 @@ pub fn policy_wasm(package: &str) -> PathBuf {
     assert!(path.is_file(), "cargo built no {}", path.display());
     built.insert(package.to_string(), path.clone());
     path
+}
+
+/// `POLICY.wasm.minisig`: where a policy's detached signature lives.
+pub fn signature_path(policy: &Path) -> PathBuf {
+    let mut name = policy.as_os_str().to_owned();
+    name.push(".minisig");
+    PathBuf::from(name)
 }
 
 /// The key pair the tests sign their policies with.

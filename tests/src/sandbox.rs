@@ -34,6 +34,9 @@ use anyhow::{bail, Context};
 /// run in parallel threads on a small machine.
 const MAX_LIVE: usize = 2;
 
+/// The directory in the share that holds the sandboxes' scratch directories.
+const SCRATCH: &str = "e2e-sandbox";
+
 /// The script's exit status when sandboxes are impossible on this machine.
 const EXIT_UNAVAILABLE: i32 = 3;
 
@@ -63,16 +66,16 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// Boots systemd to `basic.target` with `share` bind-mounted read-only at
-    /// the same path inside. Blocks while [`MAX_LIVE`] sandboxes are alive.
+    /// the same path inside. Blocks while two sandboxes of this process are
+    /// alive (`MAX_LIVE`).
     /// Fails with an [`Unavailable`] error (find it with
     /// `err.downcast_ref::<Unavailable>()`) when sandboxes are impossible here.
     pub fn boot(share: &Path) -> anyhow::Result<Sandbox> {
-        sweep_stale();
+        sweep_stale(share);
         let slot = Slot::acquire();
         let name = unique_name();
         let dir = sandboxes_dir().join(&name);
-        let scratch = share.join("e2e-sandbox").join(&name);
-        fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
+        let scratch = share.join(SCRATCH).join(&name);
         let started = Instant::now();
         let output = script()
             .arg("start")
@@ -86,11 +89,11 @@ impl Sandbox {
         let output = match output {
             Ok(output) if output.status.success() => output,
             failed => {
-                let _ = fs::remove_dir_all(&scratch);
                 let output = failed?;
                 let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
                 if output.status.code() == Some(EXIT_UNAVAILABLE) {
-                    return Err(Unavailable(stderr).into());
+                    let why = stderr.trim_start_matches("sdbox: unavailable: ");
+                    return Err(Unavailable(why.to_string()).into());
                 }
                 bail!(
                     "booting a systemd sandbox in {} failed ({}):\n{stderr}",
@@ -112,9 +115,13 @@ impl Sandbox {
             stopped: false,
             _slot: slot,
         };
+        // An error from here on drops the sandbox, which stops it.
         if pid.is_none() {
-            bail!("sdbox.sh start printed {stdout:?}, not \"PID STATE\""); // drops (stops) it
+            bail!("sdbox.sh start printed {stdout:?}, not \"PID STATE\"");
         }
+        // Created only now, so a scratch directory whose sandbox is gone is stale.
+        fs::create_dir_all(&sandbox.scratch)
+            .with_context(|| format!("creating {}", sandbox.scratch.display()))?;
         Ok(sandbox)
     }
 
@@ -127,7 +134,9 @@ impl Sandbox {
             Ok(sandbox) => Some(sandbox),
             Err(err) => match err.downcast_ref::<Unavailable>() {
                 Some(why) if std::env::var("CI").as_deref() != Ok("true") => {
-                    eprintln!(
+                    // Straight to stderr: the test harness captures eprintln!.
+                    let _ = writeln!(
+                        std::io::stderr(),
                         "\n*** SKIPPED: this test needs a real systemd. {why}.\n\
                          *** (Run as root on a Linux machine with systemd installed; \
                          with CI=true this is a failure.)\n"
@@ -340,11 +349,12 @@ fn unique_name() -> String {
 }
 
 /// Once per process: stop the sandboxes whose owning process died without
-/// stopping them (a crash, a SIGKILL, a Ctrl-C).
-fn sweep_stale() {
+/// stopping them (a crash, a SIGKILL, a Ctrl-C), then remove the scratch
+/// directories in `share` of sandboxes that no longer exist.
+fn sweep_stale(share: &Path) {
     static SWEPT: Once = Once::new();
-    SWEPT.call_once(
-        || match script().arg("sweep").arg(sandboxes_dir()).output() {
+    SWEPT.call_once(|| {
+        match script().arg("sweep").arg(sandboxes_dir()).output() {
             Ok(output) if output.status.success() => {
                 let stderr = String::from_utf8_lossy(&output.stderr);
                 if !stderr.trim().is_empty() {
@@ -356,8 +366,17 @@ fn sweep_stale() {
                 String::from_utf8_lossy(&output.stderr).trim()
             ),
             Err(e) => eprintln!("sweeping stale sandboxes failed: {e}"),
-        },
-    );
+        }
+        for entry in fs::read_dir(share.join(SCRATCH))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if !sandboxes_dir().join(entry.file_name()).exists() {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    });
 }
 
 /// One of the [`MAX_LIVE`] places for a live sandbox, given back on drop

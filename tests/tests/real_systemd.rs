@@ -17,17 +17,20 @@ struct Machine {
     sandbox: Sandbox,
     host: PathBuf,
     policy: PathBuf,
+    trusted_key: PathBuf,
 }
 
 /// Builds what the test runs, then boots a sandbox; `None` means skip.
 fn machine() -> Option<Machine> {
     let host = build::host_binary();
-    let policy = build::policy_wasm("manifest-policy");
+    let policy = build::signed_policy("manifest-policy");
+    let trusted_key = build::test_key().public_key;
     let sandbox = Sandbox::boot_or_skip(&build::target_dir())?;
     Some(Machine {
         sandbox,
         host,
         policy,
+        trusted_key,
     })
 }
 
@@ -73,13 +76,16 @@ impl Machine {
         (self.sandbox.is_active(name), self.sandbox.is_enabled(name))
     }
 
-    /// Runs `host run MANIFEST-POLICY --settings <manifest> ARGS` inside.
+    /// Runs `host run MANIFEST-POLICY --settings <manifest> ARGS` inside,
+    /// with the policy signed by the test key and that key trusted.
     fn run(&self, manifest: &str, args: &[&str]) -> Run {
         let settings = self.sandbox.share_file("manifest.yaml", manifest);
         let mut command = vec![
             self.host.to_str().unwrap(),
             "run",
             self.policy.to_str().unwrap(),
+            "--trusted-key",
+            self.trusted_key.to_str().unwrap(),
             "--settings",
             settings.to_str().unwrap(),
         ];
@@ -329,9 +335,11 @@ fn refresh_restarts_a_subscribed_running_service() {
 #[test]
 fn a_unit_that_fails_to_start_is_a_failure_with_systemds_message() {
     let Some(m) = machine() else { return };
+    // Type=oneshot: `systemctl start` waits for the program and fails with it. (With
+    // Type=exec it may exit 0: the job is done once exec() succeeded, a race with the exit.)
     m.sandbox.install_unit(
         "demo-fail",
-        "[Service]\nType=exec\nExecStart=/bin/false\n\n[Install]\nWantedBy=multi-user.target\n",
+        "[Service]\nType=oneshot\nExecStart=/bin/false\n\n[Install]\nWantedBy=multi-user.target\n",
     );
     let manifest = "
 - service:
@@ -377,7 +385,11 @@ fn a_missing_unit_is_service_not_found() {
 #[test]
 fn a_masked_unit_cannot_be_started() {
     let Some(m) = machine() else { return };
-    m.service("demo-masked", false, false);
+    // A vendor unit (mask puts a /dev/null symlink in /etc, where it must not exist yet).
+    m.sandbox.write_file(
+        "/usr/lib/systemd/system/demo-masked.service",
+        &sleep_service("demo-masked"),
+    );
     m.sandbox.systemctl_ok(&["mask", "--", "demo-masked"]);
     let run = m.run(
         "

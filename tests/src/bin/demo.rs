@@ -3,7 +3,9 @@
 //! booted in a throwaway sandbox (root and Linux namespaces needed; nothing
 //! on this machine changes).
 //!
-//! It shows a `--noop` run, a real run, a second run that has nothing to do,
+//! The policy is signed with a freshly generated key and only that key is
+//! trusted, so the demo goes through the real trust path; a tampered copy is
+//! shown being refused. It then shows a `--noop` run, a real run, a second run that has nothing to do,
 //! and a `--refresh` run that restarts `httpd`, checking systemd's real state
 //! after each; it exits non-zero if anything is not as expected.
 
@@ -33,8 +35,69 @@ fn main() -> ExitCode {
 fn demo() -> anyhow::Result<()> {
     heading("Building the host and the example policy");
     let host = build::host_binary();
-    let policy = build::policy_wasm("example-policy");
-    println!("host:   {}\npolicy: {}", host.display(), policy.display());
+    let built = build::policy_wasm("example-policy");
+    println!("host:   {}\npolicy: {}", host.display(), built.display());
+
+    heading("Signing the policy with a fresh key");
+    let work = build::target_dir()
+        .join("demo")
+        .join(std::process::id().to_string());
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let policy = work.join("example_policy.wasm");
+    std::fs::copy(&built, &policy).context("copying the policy")?;
+    let keys = work.join("keys");
+    show(
+        &host,
+        &[
+            "keygen".as_ref(),
+            "--unencrypted".as_ref(),
+            "--out".as_ref(),
+            keys.as_os_str(),
+        ],
+        0,
+    )?;
+    let (public_key, secret_key) = (keys.join("policy-host.pub"), keys.join("policy-host.key"));
+    show(
+        &host,
+        &[
+            "sign".as_ref(),
+            policy.as_os_str(),
+            "--key".as_ref(),
+            secret_key.as_os_str(),
+        ],
+        0,
+    )?;
+    show(
+        &host,
+        &[
+            "verify".as_ref(),
+            policy.as_os_str(),
+            "--trusted-key".as_ref(),
+            public_key.as_os_str(),
+        ],
+        0,
+    )?;
+    let tampered = work.join("tampered.wasm");
+    let mut bytes = std::fs::read(&policy)?;
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(&tampered, bytes)?;
+    std::fs::copy(
+        build::signature_path(&policy),
+        build::signature_path(&tampered),
+    )?;
+    println!("(a copy with one byte flipped, with the original signature:)");
+    show(
+        &host,
+        &[
+            "run".as_ref(),
+            tampered.as_os_str(),
+            "--trusted-key".as_ref(),
+            public_key.as_os_str(),
+        ],
+        1,
+    )?;
 
     heading("Booting systemd in a sandbox");
     let sandbox = Sandbox::boot(&build::target_dir())?;
@@ -47,8 +110,11 @@ fn demo() -> anyhow::Result<()> {
         sandbox,
         host,
         policy,
+        public_key,
     };
-    demo.run()?;
+    let result = demo.run();
+    let _ = std::fs::remove_dir_all(&work);
+    result?;
 
     heading("Stopping the sandbox");
     let stopped = demo.sandbox.stop()?;
@@ -60,6 +126,7 @@ struct Demo {
     sandbox: Sandbox,
     host: PathBuf,
     policy: PathBuf,
+    public_key: PathBuf,
 }
 
 impl Demo {
@@ -107,10 +174,11 @@ impl Demo {
     /// Runs `host run POLICY ARGS` inside, shows its output and checks its
     /// exit code.
     fn host(&self, args: &[&str], expected_code: i32) -> anyhow::Result<()> {
-        let (host, policy) = (path_str(&self.host)?, path_str(&self.policy)?);
+        let key = path_str(&self.public_key)?;
+        let args = [&["--trusted-key", key], args].concat();
         println!("$ host run {} {}", file_name(&self.policy), args.join(" "));
-        let mut command = vec![host, "run", policy];
-        command.extend_from_slice(args);
+        let mut command = vec![path_str(&self.host)?, "run", path_str(&self.policy)?];
+        command.extend_from_slice(&args);
         let output = self.sandbox.exec(&command);
         print!("{}", String::from_utf8_lossy(&output.stdout));
         eprint!("{}", String::from_utf8_lossy(&output.stderr));
@@ -147,6 +215,29 @@ impl Demo {
         );
         Ok(())
     }
+}
+
+/// Runs the host outside the sandbox (signing needs no systemd), showing the
+/// command and its output, and checks its exit code.
+fn show(host: &Path, args: &[&std::ffi::OsStr], expected_code: i32) -> anyhow::Result<()> {
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    println!("$ host {}", shown.join(" "));
+    let output = std::process::Command::new(host)
+        .args(args)
+        .output()
+        .context("running host")?;
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+    print!("{}", String::from_utf8_lossy(&output.stderr));
+    ensure!(
+        output.status.code() == Some(expected_code),
+        "host {} exited with {:?}, expected {expected_code}",
+        shown.join(" "),
+        output.status.code()
+    );
+    Ok(())
 }
 
 fn heading(text: &str) {
