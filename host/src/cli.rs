@@ -18,7 +18,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply a policy to this machine (or show what would change, with --noop).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Generate a minisign key pair for signing policies.
     Keygen(KeygenArgs),
     /// Sign a policy: writes POLICY.wasm.minisig beside it.
@@ -35,9 +35,10 @@ pub struct TrustArgs {
     #[arg(long, value_name = "FILE")]
     pub trusted_key: Vec<PathBuf>,
 
-    /// The system directory of trusted *.pub keys.
-    #[arg(long, value_name = "DIR", default_value = crate::signature::DEFAULT_TRUSTED_KEYS_DIR)]
-    pub trusted_keys_dir: PathBuf,
+    /// The system directory of trusted *.pub keys [default: the configuration
+    /// file's trusted_keys_dir, else /etc/policy-host/trusted-keys].
+    #[arg(long, value_name = "DIR")]
+    pub trusted_keys_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -113,7 +114,59 @@ pub struct RunArgs {
     #[arg(long)]
     pub allow_unsigned: bool,
 
-    /// The longest one systemctl command may take, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 90.0)]
-    pub systemctl_timeout: f64,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+
+    /// Only let policies touch units matching this glob (e.g. 'web-*', 'nginx.service').
+    /// Repeatable; adds to the configuration file's allow_units. Other units are denied.
+    #[arg(long, value_name = "PATTERN")]
+    pub allow_unit: Vec<String>,
+
+    /// The host configuration file (limits, allow_units, trusted_keys_dir).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The lock file that keeps two runs on this machine from interleaving.
+    #[arg(long, value_name = "FILE", default_value = crate::lock::DEFAULT_LOCK_FILE)]
+    pub lock_file: PathBuf,
+
+    /// How long to wait for another run to release the lock, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    pub lock_timeout: f64,
+
+    /// Fail at once when another run holds the lock.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+/// Limits of one run; each overrides the configuration file, which overrides the default.
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// The longest one systemctl command may take, in seconds [default: 90].
+    #[arg(long, value_name = "SECS")]
+    pub systemctl_timeout: Option<f64>,
+
+    /// Guest CPU time per run, in seconds (host calls excluded) [default: 10].
+    #[arg(long, value_name = "SECS")]
+    pub cpu_time: Option<f64>,
+
+    /// Guest memory, in MiB [default: 64].
+    #[arg(long, value_name = "MIB")]
+    pub memory_limit: Option<u64>,
+
+    /// Provider calls per run [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub call_budget: Option<u64>,
+
+    /// Captured policy stdout and stderr, in bytes [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub log_limit: Option<u64>,
+
+    /// Text in the policy's report, in bytes [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub report_limit: Option<u64>,
+
+    /// The whole run, host calls included, in seconds [default: 900].
+    #[arg(long, value_name = "SECS")]
+    pub wall_clock: Option<f64>,
 }

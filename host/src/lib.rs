@@ -8,6 +8,9 @@
 
 pub mod cli;
 pub mod commands;
+pub mod config;
+pub mod limits;
+pub mod lock;
 pub mod provider;
 pub mod report;
 pub mod runtime;

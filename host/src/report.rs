@@ -8,10 +8,15 @@ use serde::Serialize;
 
 use crate::provider::{CallRecord, Operation};
 use crate::runtime::bindings::types;
+use crate::runtime::RunFailure;
+use crate::service_name::{quote, CheckedName};
 
-/// The largest number of events accepted from a guest; a report claiming more
-/// is malformed (a policy cannot have applied that many resources in one run).
-pub const MAX_EVENTS: usize = 100_000;
+/// The longest single string (a message, a resource name) kept from a guest.
+const MAX_GUEST_STRING: usize = 4096;
+/// The most errors kept per event.
+const MAX_ERRORS_PER_EVENT: usize = 100;
+/// Appended where the host cut guest text short.
+pub const TRUNCATED: &str = "... [truncated by the host]";
 
 /// What the host checked of the policy's signature.
 #[derive(Debug, Clone, Serialize)]
@@ -103,17 +108,49 @@ fn action_name(a: types::Action) -> &'static str {
     }
 }
 
-impl From<types::Event> for ResourceEvent {
-    fn from(e: types::Event) -> Self {
-        Self {
+/// Cuts untrusted text to `max` bytes (at a character boundary), marking the cut.
+fn bounded(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let cut = (0..=max)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push_str(TRUNCATED);
+    }
+    text
+}
+
+impl ResourceEvent {
+    /// Converts a guest event, checking its resource name and bounding its text.
+    fn from_guest(e: types::Event) -> Result<Self, String> {
+        let name = e.resource.strip_prefix("service#").unwrap_or("");
+        if CheckedName::check(name).is_err() {
+            return Err(format!(
+                "malformed report: resource {} is not service#NAME with a valid service name",
+                quote(&e.resource)
+            ));
+        }
+        let mut errors: Vec<String> = e
+            .errors
+            .into_iter()
+            .take(MAX_ERRORS_PER_EVENT + 1)
+            .map(|m| bounded(m, MAX_GUEST_STRING))
+            .collect();
+        if errors.len() > MAX_ERRORS_PER_EVENT {
+            errors.truncate(MAX_ERRORS_PER_EVENT);
+            errors.push(format!("more errors{TRUNCATED}"));
+        }
+        Ok(Self {
             resource: e.resource,
             changed: e.changed,
             refreshed: e.refreshed,
             noop: e.noop,
-            noop_message: e.noop_message,
-            actions: e.actions.into_iter().map(action_name).collect(),
-            failed: e.failed,
-            errors: e.errors,
+            noop_message: e.noop_message.map(|m| bounded(m, MAX_GUEST_STRING)),
+            actions: e.actions.into_iter().take(8).map(action_name).collect(),
+            // A guest that reports errors has failed, whatever its flag says.
+            failed: e.failed || !errors.is_empty(),
+            errors,
             requested: Requested {
                 ensure: e.requested.ensure.into(),
                 enable: e.requested.enable,
@@ -122,8 +159,53 @@ impl From<types::Event> for ResourceEvent {
                 ensure: f.ensure.into(),
                 enabled: f.enabled,
             }),
+        })
+    }
+
+    /// The bytes of text this event holds, for the report size limit.
+    fn text_size(&self) -> usize {
+        self.resource.len()
+            + self.noop_message.as_ref().map_or(0, String::len)
+            + self.errors.iter().map(String::len).sum::<usize>()
+    }
+}
+
+/// Converts the guest's report, keeping at most `max_bytes` of text: the rest
+/// of the events are dropped, with an error saying so, rather than letting a
+/// guest make the host build an enormous report.
+fn bounded_report(report: types::Report, max_bytes: usize) -> (Vec<ResourceEvent>, Vec<String>) {
+    let total = report.events.len();
+    let mut used = 0;
+    let mut events = Vec::new();
+    let mut errors: Vec<String> = Vec::new();
+    for guest_event in report.events {
+        match ResourceEvent::from_guest(guest_event) {
+            Ok(event) => {
+                used += event.text_size();
+                if used > max_bytes {
+                    errors.push(format!(
+                        "report truncated: kept {} of {total} events, the report limit is {max_bytes} bytes",
+                        events.len()
+                    ));
+                    break;
+                }
+                events.push(event);
+            }
+            Err(problem) => {
+                errors.push(problem);
+                break;
+            }
         }
     }
+    for message in report.errors.into_iter().take(MAX_ERRORS_PER_EVENT) {
+        used += message.len().min(MAX_GUEST_STRING);
+        if used > max_bytes {
+            errors.push(format!("policy errors{TRUNCATED}"));
+            break;
+        }
+        errors.push(bounded(message, MAX_GUEST_STRING));
+    }
+    (events, errors)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -145,38 +227,37 @@ pub struct RunReport {
     pub provider: ProviderInfo,
     pub resources: Vec<ResourceEvent>,
     /// Problems with the run as a whole: policy-level errors from the guest,
-    /// a trap, a malformed report.
+    /// a malformed or truncated report.
     pub errors: Vec<String>,
+    /// Why the policy did not finish: a limit, a trap (panic, stack overflow).
+    pub failure: Option<RunFailure>,
     pub calls: Vec<CallRecord>,
     pub log: String,
     pub summary: Summary,
 }
 
+/// What one run produced, before it is summarised.
+pub struct RunRecord {
+    pub policy: String,
+    pub noop: bool,
+    pub signature: SignatureReport,
+    pub provider: ProviderInfo,
+    pub outcome: Result<types::Report, RunFailure>,
+    pub calls: Vec<CallRecord>,
+    pub log: String,
+    pub duration: Duration,
+}
+
 impl RunReport {
-    /// Joins the guest's report (or its failure) with the host's records.
-    pub fn new(
-        policy: String,
-        noop: bool,
-        signature: SignatureReport,
-        provider: ProviderInfo,
-        outcome: Result<types::Report, String>,
-        calls: Vec<CallRecord>,
-        log: String,
-        duration: Duration,
-    ) -> Self {
-        let (resources, errors) = match outcome {
-            Ok(report) if report.events.len() > MAX_EVENTS => (
-                Vec::new(),
-                vec![format!(
-                    "malformed report: {} events is more than the limit of {MAX_EVENTS}",
-                    report.events.len()
-                )],
-            ),
-            Ok(report) => (
-                report.events.into_iter().map(ResourceEvent::from).collect(),
-                report.errors,
-            ),
-            Err(trap) => (Vec::new(), vec![format!("policy failed: {trap}")]),
+    /// Joins the guest's report (or its failure) with the host's records,
+    /// keeping at most `report_bytes` of guest text.
+    pub fn new(record: RunRecord, report_bytes: usize) -> Self {
+        let (resources, errors, failure) = match record.outcome {
+            Ok(report) => {
+                let (resources, errors) = bounded_report(report, report_bytes);
+                (resources, errors, None)
+            }
+            Err(failure) => (Vec::new(), Vec::new(), Some(failure)),
         };
         let changed = resources.iter().filter(|r| r.changed).count();
         let failed = resources.iter().filter(|r| r.failed).count();
@@ -185,18 +266,19 @@ impl RunReport {
             changed,
             failed,
             unchanged: resources.iter().filter(|r| !r.changed && !r.failed).count(),
-            duration_ms: (duration.as_secs_f64() * 1e6).round() / 1e3,
-            success: failed == 0 && errors.is_empty(),
+            duration_ms: (record.duration.as_secs_f64() * 1e6).round() / 1e3,
+            success: failed == 0 && errors.is_empty() && failure.is_none(),
         };
         Self {
-            policy,
-            noop,
-            signature,
-            provider,
+            policy: record.policy,
+            noop: record.noop,
+            signature: record.signature,
+            provider: record.provider,
             resources,
             errors,
-            calls,
-            log,
+            failure,
+            calls: record.calls,
+            log: record.log,
             summary,
         }
     }
@@ -216,15 +298,10 @@ impl RunReport {
     /// The report for people: a line per resource, then a summary.
     pub fn render_human(&self) -> String {
         let mut out = String::new();
-        match (&self.signature.key_id, &self.signature.warning) {
-            (Some(key_id), _) => {
-                let comment = self.signature.trusted_comment.as_deref().unwrap_or("");
-                let _ = writeln!(out, "signed by key {key_id} ({comment})");
-            }
-            (None, Some(warning)) => {
-                let _ = writeln!(out, "warning: {warning}");
-            }
-            (None, None) => {}
+        // An unverified run's warning goes to stderr (see `host run`), once.
+        if let Some(key_id) = &self.signature.key_id {
+            let comment = self.signature.trusted_comment.as_deref().unwrap_or("");
+            let _ = writeln!(out, "signed by key {key_id} ({comment})");
         }
         if let Some(detail) = self
             .provider
@@ -245,6 +322,13 @@ impl RunReport {
         }
         for e in &self.errors {
             let _ = writeln!(out, "error: {e}");
+        }
+        if let Some(failure) = &self.failure {
+            let _ = writeln!(
+                out,
+                "policy failed ({}): {}",
+                failure.class, failure.message
+            );
         }
         if !self.log.trim().is_empty() {
             let _ = writeln!(out, "policy log:");

@@ -1,40 +1,61 @@
-//! `host run`: load, check and run a policy, then report.
+//! `host run`: check the inputs, verify the signature, take the machine's
+//! run lock, run the policy under its limits, then report.
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 
 use crate::cli::RunArgs;
+use crate::config::{HostConfig, DEFAULT_CONFIG_FILE};
+use crate::limits::Limits;
+use crate::lock::{RunLock, Wait};
 use crate::provider::runner::{find_in_path, ProcessRunner};
-use crate::provider::{SystemdConfig, SystemdProvider};
-use crate::report::{ProviderInfo, RunReport, SignatureReport};
-use crate::runtime::{PolicyInput, PolicyRuntime, RunLimits};
-use crate::signature::{load_trusted_keys, read_signature, signature_path_for, verify_bytes};
+use crate::provider::{SystemdConfig, SystemdProvider, UnitAllowlist};
+use crate::report::{ProviderInfo, RunRecord, RunReport, SignatureReport};
+use crate::runtime::{PolicyInput, PolicyRuntime};
+use crate::signature::{
+    load_trusted_keys, read_signature, signature_path_for, verify_bytes, DEFAULT_TRUSTED_KEYS_DIR,
+};
+
+/// The default per-command systemctl timeout.
+const DEFAULT_SYSTEMCTL_TIMEOUT: f64 = 90.0;
 
 /// Runs the policy; returns the process exit code. An `Err` means the run
 /// could not happen (exit 1) and nothing was applied.
 pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     let started = Instant::now();
-    let timeout = systemctl_timeout(args.systemctl_timeout)?;
+    let config = match &args.config {
+        Some(path) => HostConfig::load(path, true)?,
+        None => HostConfig::load(Path::new(DEFAULT_CONFIG_FILE), false)?,
+    };
+    let settings = Settings::resolve(args, &config)?;
     for reference in &args.refresh {
         check_reference(reference)?;
     }
-    let settings = args.settings.as_deref().map(read_settings).transpose()?;
+    let policy_settings = args.settings.as_deref().map(read_settings).transpose()?;
+
     // Read once: these exact bytes are verified, then compiled.
     let bytes = std::fs::read(&args.policy)
         .with_context(|| format!("reading policy {}", args.policy.display()))?;
-    let signature = check_signature(args, &bytes)
+    let signature = check_signature(args, &settings.trusted_keys_dir, &bytes)
         .with_context(|| format!("refusing policy {}", args.policy.display()))?;
     if let Some(warning) = &signature.warning {
         eprintln!("host: warning: {warning}");
     }
 
-    let runtime = PolicyRuntime::new(RunLimits::default())?;
+    let runtime = PolicyRuntime::new(settings.limits)?;
     let component = runtime
         .load(&bytes)
         .with_context(|| format!("loading policy {}", args.policy.display()))?;
+
+    let wait = if args.no_wait {
+        Wait::No
+    } else {
+        Wait::Up(seconds("--lock-timeout", args.lock_timeout)?)
+    };
+    let _lock = RunLock::acquire(&args.lock_file, wait)?;
 
     let systemctl = std::env::var_os("PATH")
         .and_then(|path| find_in_path("systemctl", &path))
@@ -42,8 +63,9 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     let provider = SystemdProvider::new(
         SystemdConfig {
             systemctl,
-            timeout,
+            timeout: settings.systemctl_timeout,
             noop: args.noop,
+            allow: settings.allow,
         },
         Box::new(ProcessRunner),
     );
@@ -55,19 +77,20 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     let input = PolicyInput {
         noop: args.noop,
         refreshed: args.refresh.clone(),
-        settings,
+        settings: policy_settings,
     };
     let run = runtime.run(&component, input, provider)?;
-    let report = RunReport::new(
-        display_name(&args.policy),
-        args.noop,
+    let record = RunRecord {
+        policy: display_name(&args.policy),
+        noop: args.noop,
         signature,
-        provider_info,
-        run.outcome,
-        run.provider.calls().to_vec(),
-        run.log,
-        started.elapsed(),
-    );
+        provider: provider_info,
+        outcome: run.outcome,
+        calls: run.provider.calls().to_vec(),
+        log: run.log,
+        duration: started.elapsed(),
+    };
+    let report = RunReport::new(record, settings.limits.report_bytes);
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
@@ -82,24 +105,107 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     Ok(report.exit_code(args.detailed_exitcodes))
 }
 
+/// The run's settings: command line over configuration file over defaults.
+struct Settings {
+    limits: Limits,
+    systemctl_timeout: Duration,
+    allow: Option<UnitAllowlist>,
+    trusted_keys_dir: PathBuf,
+}
+
+impl Settings {
+    fn resolve(args: &RunArgs, config: &HostConfig) -> anyhow::Result<Self> {
+        let (cli, file, default) = (&args.limits, &config.limits, Limits::default());
+        let bytes = |name: &str, value: Option<u64>, default: usize| -> anyhow::Result<usize> {
+            match value {
+                None => Ok(default),
+                Some(0) => bail!("{name} must be more than 0"),
+                Some(v) => usize::try_from(v).with_context(|| format!("{name} {v} is too large")),
+            }
+        };
+        let limits = Limits {
+            cpu_time: match cli.cpu_time.or(file.cpu_time_secs) {
+                Some(s) => seconds("--cpu-time", s)?,
+                None => default.cpu_time,
+            },
+            memory_bytes: match cli.memory_limit.or(file.memory_mib) {
+                Some(mib) => bytes("--memory-limit", mib.checked_mul(1 << 20), 0)?,
+                None => default.memory_bytes,
+            },
+            call_budget: match cli.call_budget.or(file.call_budget) {
+                Some(0) => bail!("--call-budget must be more than 0"),
+                Some(n) => n,
+                None => default.call_budget,
+            },
+            log_bytes: bytes(
+                "--log-limit",
+                cli.log_limit.or(file.log_bytes),
+                default.log_bytes,
+            )?,
+            report_bytes: bytes(
+                "--report-limit",
+                cli.report_limit.or(file.report_bytes),
+                default.report_bytes,
+            )?,
+            wall_clock: match cli.wall_clock.or(file.wall_clock_secs) {
+                Some(s) => seconds("--wall-clock", s)?,
+                None => default.wall_clock,
+            },
+        };
+        let systemctl_timeout = seconds(
+            "--systemctl-timeout",
+            cli.systemctl_timeout
+                .or(file.systemctl_timeout_secs)
+                .unwrap_or(DEFAULT_SYSTEMCTL_TIMEOUT),
+        )?;
+        let patterns: Vec<String> = config
+            .allow_units
+            .iter()
+            .chain(&args.allow_unit)
+            .cloned()
+            .collect();
+        let allow = if patterns.is_empty() {
+            None
+        } else {
+            Some(UnitAllowlist::new(&patterns)?)
+        };
+        let trusted_keys_dir = args
+            .trust
+            .trusted_keys_dir
+            .clone()
+            .or_else(|| config.trusted_keys_dir.clone())
+            .unwrap_or_else(|| DEFAULT_TRUSTED_KEYS_DIR.into());
+        Ok(Self {
+            limits,
+            systemctl_timeout,
+            allow,
+            trusted_keys_dir,
+        })
+    }
+}
+
 /// Verifies `bytes` against the policy's `.minisig` and the trusted keys, or,
 /// with `--allow-unsigned`, records that nothing was verified.
-fn check_signature(args: &RunArgs, bytes: &[u8]) -> anyhow::Result<SignatureReport> {
+fn check_signature(
+    args: &RunArgs,
+    trusted_keys_dir: &Path,
+    bytes: &[u8],
+) -> anyhow::Result<SignatureReport> {
     if args.allow_unsigned {
         return Ok(SignatureReport::unverified(
             "policy signature NOT verified (--allow-unsigned); do not use this in production",
         ));
     }
-    let keys = load_trusted_keys(&args.trust.trusted_key, &args.trust.trusted_keys_dir)?;
+    let keys = load_trusted_keys(&args.trust.trusted_key, trusted_keys_dir)?;
     let signature = read_signature(&signature_path_for(&args.policy))?;
     Ok(SignatureReport::verified(verify_bytes(
         bytes, &signature, &keys,
     )?))
 }
 
-fn systemctl_timeout(seconds: f64) -> anyhow::Result<Duration> {
+fn seconds(option: &str, seconds: f64) -> anyhow::Result<Duration> {
     if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
-        bail!("--systemctl-timeout must be between 0 and 86400 seconds, got {seconds}");
+        bail!("{option} must be more than 0 and at most 86400 seconds, got {seconds}");
     }
     Ok(Duration::from_secs_f64(seconds))
 }

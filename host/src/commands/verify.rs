@@ -25,7 +25,12 @@ pub fn execute(args: &VerifyArgs) -> anyhow::Result<i32> {
 }
 
 fn check(args: &VerifyArgs, bytes: &[u8]) -> Result<crate::signature::Verified, SignatureError> {
-    let keys = load_trusted_keys(&args.trust.trusted_key, &args.trust.trusted_keys_dir)?;
+    let dir = args
+        .trust
+        .trusted_keys_dir
+        .clone()
+        .unwrap_or_else(|| crate::signature::DEFAULT_TRUSTED_KEYS_DIR.into());
+    let keys = load_trusted_keys(&args.trust.trusted_key, &dir)?;
     let signature = read_signature(&signature_path_for(&args.policy))?;
     verify_bytes(bytes, &signature, &keys)
 }

@@ -2,6 +2,7 @@
 //! with `systemctl`. This is the trusted side: it re-checks every name, and it
 //! holds no desired-state logic (that is the guest's).
 
+pub mod allow;
 pub mod parse;
 pub mod runner;
 pub mod systemd;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use thiserror::Error;
 
+pub use allow::UnitAllowlist;
 pub use systemd::{SystemdConfig, SystemdProvider};
 
 /// Why an operation failed; mirrors the WIT `provider-error` variant.

@@ -24,6 +24,8 @@ pub struct SystemdConfig {
     pub timeout: Duration,
     /// A dry run: mutating operations are refused and no daemon-reload is made.
     pub noop: bool,
+    /// When set, operations on units it does not allow are refused.
+    pub allow: Option<super::UnitAllowlist>,
 }
 
 /// Whether the run's single daemon-reload has happened.
@@ -42,6 +44,8 @@ pub struct SystemdProvider {
     runner: Box<dyn CommandRunner>,
     reload: Reload,
     calls: Vec<CallRecord>,
+    /// No command may run past this (the run's wall-clock limit).
+    deadline: Option<Instant>,
 }
 
 impl SystemdProvider {
@@ -51,7 +55,14 @@ impl SystemdProvider {
             runner,
             reload: Reload::Pending,
             calls: Vec::new(),
+            deadline: None,
         }
+    }
+
+    /// Commands from now on are cut off at `deadline` as well as at the
+    /// per-command timeout.
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
     }
 
     pub fn name(&self) -> &'static str {
@@ -116,6 +127,14 @@ impl SystemdProvider {
     /// Checks availability and the name, and makes the run's one reload.
     fn checked(&mut self, name: &str) -> Result<CheckedName, ProviderError> {
         let service = CheckedName::check(name).map_err(ProviderError::InvalidName)?;
+        if let Some(allow) = &self.config.allow {
+            if !allow.allows(service.as_str()) {
+                return Err(ProviderError::Denied(format!(
+                    "unit {service} is not allowed on this machine (--allow-unit {})",
+                    allow.patterns().join(", ")
+                )));
+            }
+        }
         if let Err(reason) = &self.config.systemctl {
             return Err(ProviderError::Unavailable(reason.clone()));
         }
@@ -258,6 +277,7 @@ mod tests {
                 systemctl: Ok(PathBuf::from("/usr/bin/systemctl")),
                 timeout: Duration::from_secs(5),
                 noop,
+                allow: None,
             },
             Box::new(runner.clone()),
         )
@@ -372,6 +392,26 @@ mod tests {
     }
 
     #[test]
+    fn units_outside_the_allowlist_are_denied_without_running_anything() {
+        let runner = ScriptedRunner::default()
+            .answer("is-active", "active\n", "", 0)
+            .answer("is-enabled", "enabled\n", "", 0);
+        let mut p = provider(&runner, false);
+        p.config.allow = Some(super::super::UnitAllowlist::new(&["web-*".into()]).unwrap());
+        assert!(matches!(p.status("sshd"), Err(ProviderError::Denied(m)) if m.contains("sshd")));
+        assert!(matches!(
+            p.mutate(Operation::Stop, "sshd"),
+            Err(ProviderError::Denied(_))
+        ));
+        assert!(runner.log().is_empty(), "{:?}", runner.log());
+        p.status("web-api").unwrap();
+        assert_eq!(
+            p.calls().iter().filter(|c| c.outcome == "denied").count(),
+            2
+        );
+    }
+
+    #[test]
     fn missing_systemctl_makes_every_call_unavailable() {
         let runner = ScriptedRunner::default();
         let mut p = SystemdProvider::new(
@@ -379,6 +419,7 @@ mod tests {
                 systemctl: Err("systemctl not found on PATH".into()),
                 timeout: Duration::from_secs(5),
                 noop: false,
+                allow: None,
             },
             Box::new(runner.clone()),
         );

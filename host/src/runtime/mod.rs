@@ -5,33 +5,22 @@ pub mod bindings;
 pub mod capture;
 pub mod load;
 
+mod meter;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
 use anyhow::Context as _;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Config, Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::limits::{LimitExceeded, Limits};
 use crate::provider::{Operation, ProviderError, SystemdProvider};
 use bindings::{service_provider, types};
 pub use capture::GuestLog;
 pub use load::LoadError;
-
-/// Resource limits of one run.
-#[derive(Debug, Clone, Copy)]
-pub struct RunLimits {
-    /// Linear memory and tables a guest may grow to, in bytes.
-    pub memory_bytes: usize,
-    /// Captured guest stdout and stderr together, in bytes.
-    pub log_bytes: usize,
-}
-
-impl Default for RunLimits {
-    fn default() -> Self {
-        Self {
-            memory_bytes: 64 << 20,
-            log_bytes: 1 << 20,
-        }
-    }
-}
+use meter::{MemoryLimiter, Meter};
 
 /// What the host asks of the policy.
 #[derive(Debug, Clone, Default)]
@@ -45,7 +34,8 @@ pub struct PolicyInput {
 pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    memory: MemoryLimiter,
+    meter: Meter,
     provider: SystemdProvider,
 }
 
@@ -72,51 +62,97 @@ fn to_wit_error(e: ProviderError) -> types::ProviderError {
     }
 }
 
+/// A host function's result: the outer error traps the guest (a limit was
+/// hit), the inner one is the provider's answer to the guest.
+type HostResult<T> = wasmtime::Result<Result<T, types::ProviderError>>;
+
 impl HostState {
-    fn mutate(&mut self, operation: Operation, name: String) -> Result<(), types::ProviderError> {
-        self.provider.mutate(operation, &name).map_err(to_wit_error)
+    /// Admits one provider call (or traps, when a limit is reached), runs it
+    /// and books its time as host time, which the CPU limit does not count.
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(&mut SystemdProvider) -> Result<T, ProviderError>,
+    ) -> HostResult<T> {
+        self.meter.admit_call()?;
+        let started = Instant::now();
+        self.provider.set_deadline(self.meter.wall_deadline());
+        let result = f(&mut self.provider);
+        self.meter.add_host_time(started.elapsed());
+        Ok(result.map_err(to_wit_error))
+    }
+
+    fn mutate(&mut self, operation: Operation, name: String) -> HostResult<()> {
+        self.call(|p| p.mutate(operation, &name))
     }
 }
 
 impl service_provider::Host for HostState {
-    fn status(&mut self, name: String) -> Result<types::ServiceStatus, types::ProviderError> {
-        let provider_name = self.provider.name().to_owned();
-        self.provider
-            .status(&name)
-            .map(|s| types::ServiceStatus {
+    fn status(&mut self, name: String) -> HostResult<types::ServiceStatus> {
+        self.call(|p| {
+            let provider = p.name().to_owned();
+            p.status(&name).map(|s| types::ServiceStatus {
                 name: s.name,
-                provider: provider_name,
+                provider,
                 enabled: s.enabled,
                 running: s.running,
             })
-            .map_err(to_wit_error)
+        })
     }
 
-    fn start(&mut self, name: String) -> Result<(), types::ProviderError> {
+    fn start(&mut self, name: String) -> HostResult<()> {
         self.mutate(Operation::Start, name)
     }
 
-    fn stop(&mut self, name: String) -> Result<(), types::ProviderError> {
+    fn stop(&mut self, name: String) -> HostResult<()> {
         self.mutate(Operation::Stop, name)
     }
 
-    fn restart(&mut self, name: String) -> Result<(), types::ProviderError> {
+    fn restart(&mut self, name: String) -> HostResult<()> {
         self.mutate(Operation::Restart, name)
     }
 
-    fn enable(&mut self, name: String) -> Result<(), types::ProviderError> {
+    fn enable(&mut self, name: String) -> HostResult<()> {
         self.mutate(Operation::Enable, name)
     }
 
-    fn disable(&mut self, name: String) -> Result<(), types::ProviderError> {
+    fn disable(&mut self, name: String) -> HostResult<()> {
         self.mutate(Operation::Disable, name)
+    }
+}
+
+/// Why a guest did not return a report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RunFailure {
+    /// `cpu-time-limit`, `memory-limit`, `call-budget`, `wall-clock-limit`,
+    /// `stack-overflow`, `trap` or `instantiation`.
+    pub class: &'static str,
+    pub message: String,
+}
+
+impl RunFailure {
+    fn classify(error: &wasmtime::Error, stage: &'static str) -> Self {
+        if let Some(limit) = error.downcast_ref::<LimitExceeded>() {
+            return Self {
+                class: limit.class(),
+                message: limit.to_string(),
+            };
+        }
+        let class = match error.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::StackOverflow) => "stack-overflow",
+            Some(_) => "trap",
+            None => stage,
+        };
+        Self {
+            class,
+            message: format!("{error:#}"),
+        }
     }
 }
 
 /// What one run of a policy produced.
 pub struct GuestRun {
-    /// The guest's report, or why the guest did not finish (a trap).
-    pub outcome: Result<types::Report, String>,
+    /// The guest's report, or why the guest did not finish.
+    pub outcome: Result<types::Report, RunFailure>,
     /// The guest's stdout and stderr.
     pub log: String,
     /// The provider, with the record of every operation it carried out.
@@ -128,13 +164,18 @@ pub struct GuestRun {
 pub struct PolicyRuntime {
     engine: Engine,
     linker: Linker<HostState>,
-    limits: RunLimits,
+    limits: Limits,
 }
 
+/// How often the epoch advances: fine enough that a deadline of a second is
+/// met within about 1%, coarse enough to cost nothing measurable.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
 impl PolicyRuntime {
-    pub fn new(limits: RunLimits) -> anyhow::Result<Self> {
+    pub fn new(limits: Limits) -> anyhow::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
+        config.epoch_interruption(true);
         let engine =
             anyhow_result(Engine::new(&config)).context("creating the WebAssembly engine")?;
         let mut linker = Linker::new(&engine);
@@ -169,35 +210,55 @@ impl PolicyRuntime {
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(self.limits.memory_bytes)
-                .instances(16)
-                .build(),
+            memory: MemoryLimiter::new(self.limits.memory_bytes),
+            meter: Meter::new(self.limits),
             provider,
         };
         let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
+        store.limiter(|s| &mut s.memory);
+        store.set_epoch_deadline(Meter::ticks(self.limits.cpu_time, EPOCH_TICK));
+        store.epoch_deadline_callback(|ctx| {
+            let remaining = ctx.data().meter.check_time()?;
+            Ok(UpdateDeadline::Continue(Meter::ticks(
+                remaining, EPOCH_TICK,
+            )))
+        });
 
         let options = types::RunOptions {
             noop: input.noop,
             refreshed: input.refreshed,
             settings: input.settings,
         };
-        let outcome = anyhow_result(bindings::Policy::instantiate(
-            &mut store,
-            component,
-            &self.linker,
-        ))
-        .context("instantiating the policy")
-        .and_then(|policy| {
-            anyhow_result(policy.call_run(&mut store, &options)).context("running the policy")
-        })
-        .map_err(|e| format!("{e:#}"));
+        let outcome = self.with_epoch_ticker(|| {
+            let policy = bindings::Policy::instantiate(&mut store, component, &self.linker)
+                .map_err(|e| RunFailure::classify(&e, "instantiation"))?;
+            policy
+                .call_run(&mut store, &options)
+                .map_err(|e| RunFailure::classify(&e, "trap"))
+        });
         let state = store.into_data();
         Ok(GuestRun {
             outcome,
             log: log.contents(),
             provider: state.provider,
+        })
+    }
+}
+
+impl PolicyRuntime {
+    /// Runs `f` while a thread advances the engine's epoch every [`EPOCH_TICK`].
+    fn with_epoch_ticker<R>(&self, f: impl FnOnce() -> R) -> R {
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    self.engine.increment_epoch();
+                }
+            });
+            let result = f();
+            done.store(true, Ordering::Relaxed);
+            result
         })
     }
 }
