@@ -137,6 +137,14 @@ pub struct RunArgs {
     /// Fail at once when another run holds the lock.
     #[arg(long)]
     pub no_wait: bool,
+
+    /// Where compiled policies are cached (root-only; unsafe entries are ignored and rebuilt).
+    #[arg(long, value_name = "DIR", default_value = crate::runtime::cache::DEFAULT_CACHE_DIR)]
+    pub cache_dir: PathBuf,
+
+    /// Compile the policy every time; neither read nor write the cache.
+    #[arg(long)]
+    pub no_cache: bool,
 }
 
 /// Limits of one run; each overrides the configuration file, which overrides the default.

@@ -47,6 +47,18 @@ impl SignatureReport {
     }
 }
 
+/// How the policy's code was obtained.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompileInfo {
+    pub cache: crate::runtime::CacheOutcome,
+    pub duration_ms: f64,
+}
+
+/// Milliseconds with microsecond precision, as reports show durations.
+pub fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ProviderInfo {
     pub name: &'static str,
@@ -224,6 +236,7 @@ pub struct RunReport {
     pub policy: String,
     pub noop: bool,
     pub signature: SignatureReport,
+    pub compile: CompileInfo,
     pub provider: ProviderInfo,
     pub resources: Vec<ResourceEvent>,
     /// Problems with the run as a whole: policy-level errors from the guest,
@@ -241,6 +254,7 @@ pub struct RunRecord {
     pub policy: String,
     pub noop: bool,
     pub signature: SignatureReport,
+    pub compile: CompileInfo,
     pub provider: ProviderInfo,
     pub outcome: Result<types::Report, RunFailure>,
     pub calls: Vec<CallRecord>,
@@ -266,13 +280,14 @@ impl RunReport {
             changed,
             failed,
             unchanged: resources.iter().filter(|r| !r.changed && !r.failed).count(),
-            duration_ms: (record.duration.as_secs_f64() * 1e6).round() / 1e3,
+            duration_ms: millis(record.duration),
             success: failed == 0 && errors.is_empty() && failure.is_none(),
         };
         Self {
             policy: record.policy,
             noop: record.noop,
             signature: record.signature,
+            compile: record.compile,
             provider: record.provider,
             resources,
             errors,

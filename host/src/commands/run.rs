@@ -13,8 +13,8 @@ use crate::limits::Limits;
 use crate::lock::{RunLock, Wait};
 use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{SystemdConfig, SystemdProvider, UnitAllowlist};
-use crate::report::{ProviderInfo, RunRecord, RunReport, SignatureReport};
-use crate::runtime::{PolicyInput, PolicyRuntime};
+use crate::report::{millis, CompileInfo, ProviderInfo, RunRecord, RunReport, SignatureReport};
+use crate::runtime::{CompileCache, PolicyInput, PolicyRuntime};
 use crate::signature::{
     load_trusted_keys, read_signature, signature_path_for, verify_bytes, DEFAULT_TRUSTED_KEYS_DIR,
 };
@@ -46,8 +46,13 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     }
 
     let runtime = PolicyRuntime::new(settings.limits)?;
-    let component = runtime
-        .load(&bytes)
+    let cache = if args.no_cache {
+        None
+    } else {
+        CompileCache::open(&args.cache_dir)
+    };
+    let policy = runtime
+        .load(&bytes, cache.as_ref())
         .with_context(|| format!("loading policy {}", args.policy.display()))?;
 
     let wait = if args.no_wait {
@@ -79,11 +84,15 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
         refreshed: args.refresh.clone(),
         settings: policy_settings,
     };
-    let run = runtime.run(&component, input, provider)?;
+    let run = runtime.run(&policy, input, provider)?;
     let record = RunRecord {
         policy: display_name(&args.policy),
         noop: args.noop,
         signature,
+        compile: CompileInfo {
+            cache: policy.cache,
+            duration_ms: millis(policy.load_time),
+        },
         provider: provider_info,
         outcome: run.outcome,
         calls: run.provider.calls().to_vec(),

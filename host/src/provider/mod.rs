@@ -110,5 +110,5 @@ pub struct CallRecord {
 }
 
 fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64((d.as_secs_f64() * 1e6).round() / 1e3)
+    s.serialize_f64(crate::report::millis(*d))
 }

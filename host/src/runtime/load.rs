@@ -1,6 +1,8 @@
 //! Turning policy bytes into a compiled component the host agrees to run.
 
 use thiserror::Error;
+
+use super::cache::{CacheOutcome, CompileCache};
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::Component;
 use wasmtime::Engine;
@@ -21,20 +23,30 @@ pub enum LoadError {
     #[error("unsupported WebAssembly version or layer {0:02x?}")]
     UnknownLayer([u8; 4]),
     #[error("could not compile the component: {0:#}")]
-    Compile(wasmtime::Error),
+    Compile(anyhow::Error),
     #[error("the policy imports `{0}`, which the host does not provide (a policy may import only policy-host:policy/service-provider and WASI)")]
     ForbiddenImport(String),
     #[error("not a policy component: it does not export `run` from world policy-host:policy/policy (its exports: {0})")]
     NotAPolicy(String),
 }
 
-/// Checks the header, compiles, and checks imports and exports.
-pub fn load_component(engine: &Engine, bytes: &[u8]) -> Result<Component, LoadError> {
+/// Checks the header, compiles (or takes the compiled artifact from `cache`),
+/// and checks imports and exports.
+pub fn load_component(
+    engine: &Engine,
+    bytes: &[u8],
+    cache: Option<&CompileCache>,
+) -> Result<(Component, CacheOutcome), LoadError> {
     check_header(bytes)?;
-    let component = Component::from_binary(engine, bytes).map_err(LoadError::Compile)?;
+    let compile = || Component::from_binary(engine, bytes).map_err(anyhow::Error::from);
+    let (component, outcome) = match cache {
+        Some(cache) => cache.get_or_compile(engine, bytes, compile),
+        None => compile().map(|c| (c, CacheOutcome::Disabled)),
+    }
+    .map_err(LoadError::Compile)?;
     check_imports(engine, &component)?;
     check_exports(engine, &component)?;
-    Ok(component)
+    Ok((component, outcome))
 }
 
 /// The preamble: magic, then version and layer (core module 1/0, component 0xd/1).

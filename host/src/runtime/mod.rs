@@ -2,6 +2,7 @@
 //! run, WASI linked with nothing granted, and the six provider operations.
 
 pub mod bindings;
+pub mod cache;
 pub mod capture;
 pub mod load;
 
@@ -11,13 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::limits::{LimitExceeded, Limits};
 use crate::provider::{Operation, ProviderError, SystemdProvider};
 use bindings::{service_provider, types};
+pub use cache::{CacheOutcome, CompileCache};
 pub use capture::GuestLog;
 pub use load::LoadError;
 use meter::{MemoryLimiter, Meter};
@@ -159,6 +161,15 @@ pub struct GuestRun {
     pub provider: SystemdProvider,
 }
 
+/// A policy compiled and linked, ready to be instantiated for each run.
+pub struct LoadedPolicy {
+    pre: bindings::PolicyPre<HostState>,
+    /// Whether the compiled code came from the cache.
+    pub cache: CacheOutcome,
+    /// Time to compile (or load) and link it.
+    pub load_time: Duration,
+}
+
 /// Compiles and runs policies. Build it once per process: the engine and the
 /// linker are shared by every policy run.
 pub struct PolicyRuntime {
@@ -193,15 +204,31 @@ impl PolicyRuntime {
         })
     }
 
-    /// Checks and compiles a policy component.
-    pub fn load(&self, bytes: &[u8]) -> Result<Component, LoadError> {
-        load::load_component(&self.engine, bytes)
+    /// Checks and compiles a policy component (or loads it from `cache`),
+    /// and links it once, so that every run of it only instantiates.
+    pub fn load(
+        &self,
+        bytes: &[u8],
+        cache: Option<&CompileCache>,
+    ) -> Result<LoadedPolicy, LoadError> {
+        let started = Instant::now();
+        let (component, cache) = load::load_component(&self.engine, bytes, cache)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(bindings::PolicyPre::new)
+            .map_err(|e| LoadError::Compile(e.into()))?;
+        Ok(LoadedPolicy {
+            pre,
+            cache,
+            load_time: started.elapsed(),
+        })
     }
 
     /// Runs `component` once, in a fresh store, against `provider`.
     pub fn run(
         &self,
-        component: &Component,
+        policy: &LoadedPolicy,
         input: PolicyInput,
         provider: SystemdProvider,
     ) -> anyhow::Result<GuestRun> {
@@ -230,7 +257,9 @@ impl PolicyRuntime {
             settings: input.settings,
         };
         let outcome = self.with_epoch_ticker(|| {
-            let policy = bindings::Policy::instantiate(&mut store, component, &self.linker)
+            let policy = policy
+                .pre
+                .instantiate(&mut store)
                 .map_err(|e| RunFailure::classify(&e, "instantiation"))?;
             policy
                 .call_run(&mut store, &options)

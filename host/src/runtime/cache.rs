@@ -1,0 +1,372 @@
+//! Compiled policies cached on disk, keyed by the SHA-256 of the verified
+//! bytes and the engine's configuration.
+//!
+//! Loading precompiled machine code is unsafe by nature: whoever can write a
+//! cache entry can run code as the host. So only bytes that passed signature
+//! verification are ever looked up or stored; the directory and each entry
+//! must be owned by root (or the user running the host) and writable by no
+//! one else; every entry carries the SHA-256 of its contents; and anything
+//! that fails a check is ignored with a warning and rebuilt, never trusted.
+
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::Engine;
+
+/// The default cache directory: root-only.
+pub const DEFAULT_CACHE_DIR: &str = "/var/cache/policy-host";
+
+/// What happened at lookup, for the report and the benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheOutcome {
+    /// Loaded a compiled artifact.
+    Hit,
+    /// Compiled, and stored for next time.
+    Miss,
+    /// Compiled; caching is off (`--no-cache`) or the directory is unusable.
+    Disabled,
+}
+
+/// A cache directory that passed the safety checks.
+#[derive(Debug, Clone)]
+pub struct CompileCache {
+    dir: PathBuf,
+}
+
+/// Warnings are printed once each on stderr; the run goes on with a compile.
+fn warn(message: String) {
+    eprintln!("host: warning: compile cache: {message}");
+}
+
+impl CompileCache {
+    /// Opens (creating with mode 0700 if needed) `dir`; `None`, with a
+    /// warning, when it is not safe to use.
+    pub fn open(dir: &Path) -> Option<Self> {
+        if let Err(e) = fs::create_dir_all(dir) {
+            warn(format!(
+                "cannot create {}: {e}; compiling without a cache",
+                dir.display()
+            ));
+            return None;
+        }
+        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+        match check_safe(dir, true) {
+            Ok(()) => Some(Self {
+                dir: dir.to_owned(),
+            }),
+            Err(problem) => {
+                warn(format!("not using {}: {problem}", dir.display()));
+                None
+            }
+        }
+    }
+
+    /// The entry for `bytes` compiled by `engine`.
+    fn entry_path(&self, engine: &Engine, bytes: &[u8]) -> PathBuf {
+        let code = hex(&Sha256::digest(bytes));
+        let mut hasher = Sha256Hasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        env!("CARGO_PKG_VERSION").hash(&mut hasher);
+        let engine_key = hex(&hasher.0.finalize()[..8]);
+        self.dir.join(format!("{code}-{engine_key}.cwasm"))
+    }
+
+    /// The compiled component for `bytes`, from the cache or compiled now
+    /// (and then stored). `bytes` must already be verified.
+    pub fn get_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        compile: impl FnOnce() -> anyhow::Result<Component>,
+    ) -> anyhow::Result<(Component, CacheOutcome)> {
+        let path = self.entry_path(engine, bytes);
+        if let Some(component) = self.load(engine, &path) {
+            return Ok((component, CacheOutcome::Hit));
+        }
+        let component = compile()?;
+        if let Err(e) = self.store(&path, &component) {
+            warn(format!("cannot store {}: {e:#}", path.display()));
+        }
+        Ok((component, CacheOutcome::Miss))
+    }
+
+    fn load(&self, engine: &Engine, path: &Path) -> Option<Component> {
+        if !path.exists() {
+            return None;
+        }
+        if let Err(problem) = check_safe(path, false) {
+            warn(format!(
+                "ignoring {}: {problem}; rebuilding it",
+                path.display()
+            ));
+            let _ = fs::remove_file(path);
+            return None;
+        }
+        let data = match fs::read(path) {
+            Ok(data) => data,
+            Err(e) => {
+                warn(format!(
+                    "cannot read {}: {e}; rebuilding it",
+                    path.display()
+                ));
+                return None;
+            }
+        };
+        let Some((digest, artifact)) = data.split_at_checked(32) else {
+            warn(format!(
+                "ignoring {}: truncated; rebuilding it",
+                path.display()
+            ));
+            return None;
+        };
+        if Sha256::digest(artifact).as_slice() != digest {
+            warn(format!(
+                "ignoring {}: its checksum does not match (corrupted); rebuilding it",
+                path.display()
+            ));
+            return None;
+        }
+        // SAFETY: the artifact was written by this host (same engine
+        // configuration, checked by wasmtime), into a directory only root (or
+        // the running user) can write, from bytes that passed signature
+        // verification; its checksum matches what was written.
+        match unsafe { Component::deserialize(engine, artifact) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                warn(format!("ignoring {}: {e}; rebuilding it", path.display()));
+                None
+            }
+        }
+    }
+
+    fn store(&self, path: &Path, component: &Component) -> anyhow::Result<()> {
+        let artifact = component.serialize()?;
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(&Sha256::digest(&artifact))?;
+        file.write_all(&artifact)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        Ok(())
+    }
+}
+
+/// Owned by root or by us, not a symlink, and writable by no one else.
+fn check_safe(path: &Path, is_dir: bool) -> Result<(), String> {
+    let meta = fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    let euid = rustix_euid();
+    if meta.file_type().is_symlink() {
+        return Err("it is a symbolic link".into());
+    }
+    if is_dir != meta.is_dir() || (!is_dir && !meta.is_file()) {
+        return Err(if is_dir {
+            "not a directory"
+        } else {
+            "not a regular file"
+        }
+        .into());
+    }
+    if meta.uid() != 0 && meta.uid() != euid {
+        return Err(format!("owned by uid {}, not root", meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "writable by group or others (mode {:o})",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// The effective user id, from `/proc/self` (avoids an FFI dependency for one number).
+fn rustix_euid() -> u32 {
+    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
+}
+
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn finish(&self) -> u64 {
+        unreachable!("only the SHA-256 digest is used")
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    const WAT: &str = "(component)";
+
+    fn engine() -> Engine {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        Engine::new(&config).unwrap()
+    }
+
+    fn temp(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("policy-host-cache-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn bytes() -> Vec<u8> {
+        wat::parse_str(WAT).unwrap()
+    }
+
+    fn compile_count(cache: &CompileCache, engine: &Engine, compiles: &mut u32) -> CacheOutcome {
+        let bytes = bytes();
+        let (_, outcome) = cache
+            .get_or_compile(engine, &bytes, || {
+                *compiles += 1;
+                Ok(Component::from_binary(engine, &bytes)?)
+            })
+            .unwrap();
+        outcome
+    }
+
+    #[test]
+    fn second_lookup_hits_without_compiling() {
+        let dir = temp("hit");
+        let cache = CompileCache::open(&dir).unwrap();
+        let engine = engine();
+        let mut compiles = 0;
+        assert_eq!(
+            compile_count(&cache, &engine, &mut compiles),
+            CacheOutcome::Miss
+        );
+        assert_eq!(
+            compile_count(&cache, &engine, &mut compiles),
+            CacheOutcome::Hit
+        );
+        assert_eq!(compiles, 1);
+        let mode = fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "the cache directory is private");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn corrupted_entry_is_ignored_and_rebuilt() {
+        let dir = temp("corrupt");
+        let cache = CompileCache::open(&dir).unwrap();
+        let engine = engine();
+        let mut compiles = 0;
+        compile_count(&cache, &engine, &mut compiles);
+        let entry = cache.entry_path(&engine, &bytes());
+        let mut data = fs::read(&entry).unwrap();
+        let last = data.len() - 1;
+        data[last] ^= 0xff;
+        fs::write(&entry, data).unwrap();
+        assert_eq!(
+            compile_count(&cache, &engine, &mut compiles),
+            CacheOutcome::Miss
+        );
+        assert_eq!(compiles, 2, "rebuilt");
+        assert_eq!(
+            compile_count(&cache, &engine, &mut compiles),
+            CacheOutcome::Hit,
+            "and stored again"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn entry_writable_by_others_is_ignored() {
+        let dir = temp("perms");
+        let cache = CompileCache::open(&dir).unwrap();
+        let engine = engine();
+        let mut compiles = 0;
+        compile_count(&cache, &engine, &mut compiles);
+        let entry = cache.entry_path(&engine, &bytes());
+        fs::set_permissions(&entry, fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(
+            compile_count(&cache, &engine, &mut compiles),
+            CacheOutcome::Miss
+        );
+        assert_eq!(compiles, 2);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn entry_owned_by_another_user_is_ignored() {
+        let dir = temp("owner");
+        let cache = CompileCache::open(&dir).unwrap();
+        let engine = engine();
+        let mut compiles = 0;
+        compile_count(&cache, &engine, &mut compiles);
+        let entry = cache.entry_path(&engine, &bytes());
+        if std::os::unix::fs::chown(&entry, Some(65534), None).is_err() {
+            eprintln!("not root: cannot test foreign ownership");
+            return;
+        }
+        assert_eq!(
+            compile_count(&cache, &engine, &mut compiles),
+            CacheOutcome::Miss
+        );
+        assert_eq!(compiles, 2);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn world_writable_directory_is_not_used() {
+        let dir = temp("open-dir");
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        // `open` tightens a directory it may own; one it cannot fix is refused.
+        assert!(CompileCache::open(&dir).is_some());
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert!(check_safe(&dir, true).is_ok());
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(check_safe(&dir, true).is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn artifact_from_another_engine_configuration_is_a_different_entry() {
+        let dir = temp("engine");
+        let cache = CompileCache::open(&dir).unwrap();
+        let mut other = wasmtime::Config::new();
+        other.wasm_component_model(true).epoch_interruption(true);
+        let other = Engine::new(&other).unwrap();
+        assert_ne!(
+            cache.entry_path(&engine(), &bytes()),
+            cache.entry_path(&other, &bytes())
+        );
+        // And an artifact of one engine planted under the other's name is refused by wasmtime.
+        let mut compiles = 0;
+        compile_count(&cache, &engine(), &mut compiles);
+        fs::copy(
+            cache.entry_path(&engine(), &bytes()),
+            cache.entry_path(&other, &bytes()),
+        )
+        .unwrap();
+        assert_eq!(
+            compile_count(&cache, &other, &mut compiles),
+            CacheOutcome::Miss
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
