@@ -25,6 +25,23 @@ pub enum Command {
     Sign(SignArgs),
     /// Check a policy's signature against trusted keys (exit 0 valid, 1 invalid).
     Verify(VerifyArgs),
+    /// Create a new policy crate: a policy with one service, a native test, a build command.
+    NewPolicy(NewPolicyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NewPolicyArgs {
+    /// The directory to create (it must not exist, or be empty).
+    pub dir: PathBuf,
+
+    /// The crate name [default: the directory's name].
+    #[arg(long)]
+    pub name: Option<String>,
+
+    /// Path to the guest-sdk crate the new policy depends on
+    /// [default: the guest-sdk this host was built with].
+    #[arg(long, value_name = "PATH")]
+    pub sdk_path: Option<PathBuf>,
 }
 
 /// Where trusted public keys come from.

@@ -11,6 +11,7 @@ fn main() -> ExitCode {
         Command::Keygen(args) => commands::keygen::execute(args),
         Command::Sign(args) => commands::sign::execute(args),
         Command::Verify(args) => commands::verify::execute(args),
+        Command::NewPolicy(args) => commands::new_policy::execute(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

@@ -1,6 +1,7 @@
 //! One module per subcommand: each parses its options and calls library code.
 
 pub mod keygen;
+pub mod new_policy;
 mod password;
 pub mod run;
 pub mod sign;
