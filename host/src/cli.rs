@@ -99,8 +99,11 @@ pub struct VerifyArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The policy: a WebAssembly component built for wasm32-wasip2.
-    pub policy: PathBuf,
+    /// Policies: WebAssembly components built for wasm32-wasip2, or directories
+    /// of them (their *.wasm files in name order). Applied in the order given,
+    /// each seeing the services changed by the ones before as refreshed.
+    #[arg(required = true, value_name = "POLICY")]
+    pub policies: Vec<PathBuf>,
 
     /// A settings document passed to the policy as text (for the manifest policy: the manifest).
     #[arg(long, value_name = "FILE")]
@@ -118,6 +121,22 @@ pub struct RunArgs {
     /// Print the report as one JSON document.
     #[arg(long)]
     pub json: bool,
+
+    /// Also write the JSON report to FILE, atomically (the last run's report).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// Write Prometheus metrics to FILE, atomically (for node_exporter's textfile collector).
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+
+    /// List every provider call with its duration.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// Print only failures.
+    #[arg(short, long)]
+    pub quiet: bool,
 
     /// Exit 0 when nothing changed, 2 on changes, 4 on failures, 6 on both (1: the run could not happen).
     #[arg(long)]

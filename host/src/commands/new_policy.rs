@@ -3,5 +3,8 @@
 use crate::cli::NewPolicyArgs;
 
 pub fn execute(args: &NewPolicyArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("host new-policy {}: not implemented yet", args.dir.display())
+    anyhow::bail!(
+        "host new-policy {}: not implemented yet",
+        args.dir.display()
+    )
 }

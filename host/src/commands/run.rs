@@ -3,7 +3,7 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 
@@ -13,7 +13,10 @@ use crate::limits::Limits;
 use crate::lock::{RunLock, Wait};
 use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{SystemdConfig, SystemdProvider, UnitAllowlist};
-use crate::report::{millis, CompileInfo, ProviderInfo, RunRecord, RunReport, SignatureReport};
+use crate::report::{
+    millis, render_human, render_metrics, CompileInfo, ProviderInfo, Report, RunRecord, RunReport,
+    SignatureReport, Style, Verbosity,
+};
 use crate::runtime::{CompileCache, PolicyInput, PolicyRuntime};
 use crate::signature::{
     load_trusted_keys, read_signature, signature_path_for, verify_bytes, DEFAULT_TRUSTED_KEYS_DIR,
@@ -22,10 +25,56 @@ use crate::signature::{
 /// The default per-command systemctl timeout.
 const DEFAULT_SYSTEMCTL_TIMEOUT: f64 = 90.0;
 
-/// Runs the policy; returns the process exit code. An `Err` means the run
+/// Runs the policies; returns the process exit code. An `Err` means the run
 /// could not happen (exit 1) and nothing was applied.
 pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     let started = Instant::now();
+    let result = run_all(args, started);
+    if let Some(path) = &args.metrics {
+        let metrics = render_metrics(
+            result.as_ref().ok(),
+            started.elapsed().as_secs_f64(),
+            SystemTime::now(),
+        );
+        write_atomically(path, metrics.as_bytes())
+            .with_context(|| format!("writing metrics {}", path.display()))?;
+    }
+    if let (Some(path), Err(e)) = (&args.report, &result) {
+        let failed = serde_json::json!({
+            "error": format!("{e:#}"),
+            "summary": {"resources": 0, "changed": 0, "failed": 0, "unchanged": 0, "success": false},
+        });
+        write_atomically(path, format!("{failed:#}\n").as_bytes())
+            .with_context(|| format!("writing report {}", path.display()))?;
+    }
+    let report = result?;
+    let json = serde_json::to_string_pretty(&report)? + "\n";
+    if let Some(path) = &args.report {
+        write_atomically(path, json.as_bytes())
+            .with_context(|| format!("writing report {}", path.display()))?;
+    }
+    let text = if args.json {
+        json
+    } else {
+        let verbosity = match (args.quiet, args.verbose) {
+            (true, _) => Verbosity::Quiet,
+            (_, true) => Verbosity::Verbose,
+            _ => Verbosity::Normal,
+        };
+        render_human(&report, verbosity, Style::detect())
+    };
+    // A closed pipe (`host run ... | head`) is an error to report, not a panic.
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing the report to stdout")?;
+    Ok(report.exit_code(args.detailed_exitcodes))
+}
+
+/// Every policy is read, verified and compiled before any is run: a bad one
+/// stops the whole run with nothing applied.
+fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
     let config = match &args.config {
         Some(path) => HostConfig::load(path, true)?,
         None => HostConfig::load(Path::new(DEFAULT_CONFIG_FILE), false)?,
@@ -36,24 +85,27 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     }
     let policy_settings = args.settings.as_deref().map(read_settings).transpose()?;
 
-    // Read once: these exact bytes are verified, then compiled.
-    let bytes = std::fs::read(&args.policy)
-        .with_context(|| format!("reading policy {}", args.policy.display()))?;
-    let signature = check_signature(args, &settings.trusted_keys_dir, &bytes)
-        .with_context(|| format!("refusing policy {}", args.policy.display()))?;
-    if let Some(warning) = &signature.warning {
-        eprintln!("host: warning: {warning}");
-    }
-
     let runtime = PolicyRuntime::new(settings.limits)?;
     let cache = if args.no_cache {
         None
     } else {
         CompileCache::open(&args.cache_dir)
     };
-    let policy = runtime
-        .load(&bytes, cache.as_ref())
-        .with_context(|| format!("loading policy {}", args.policy.display()))?;
+    let mut loaded = Vec::new();
+    for path in policy_files(&args.policies)? {
+        // Read once: these exact bytes are verified, then compiled.
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("reading policy {}", path.display()))?;
+        let signature = check_signature(args, &path, &settings.trusted_keys_dir, &bytes)
+            .with_context(|| format!("refusing policy {}", path.display()))?;
+        if let Some(warning) = &signature.warning {
+            eprintln!("host: warning: {warning}");
+        }
+        let policy = runtime
+            .load(&bytes, cache.as_ref())
+            .with_context(|| format!("loading policy {}", path.display()))?;
+        loaded.push((path, signature, policy));
+    }
 
     let wait = if args.no_wait {
         Wait::No
@@ -65,7 +117,7 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     let systemctl = std::env::var_os("PATH")
         .and_then(|path| find_in_path("systemctl", &path))
         .ok_or_else(|| "systemctl not found on PATH".to_owned());
-    let provider = SystemdProvider::new(
+    let mut provider = SystemdProvider::new(
         SystemdConfig {
             systemctl,
             timeout: settings.systemctl_timeout,
@@ -79,39 +131,85 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
         available: provider.unavailable_reason().is_none(),
         detail: provider.unavailable_reason().map(str::to_owned),
     };
-    let input = PolicyInput {
-        noop: args.noop,
-        refreshed: args.refresh.clone(),
-        settings: policy_settings,
-    };
-    let run = runtime.run(&policy, input, provider)?;
-    let record = RunRecord {
-        policy: display_name(&args.policy),
-        noop: args.noop,
-        signature,
-        compile: CompileInfo {
-            cache: policy.cache,
-            duration_ms: millis(policy.load_time),
-        },
-        provider: provider_info,
-        outcome: run.outcome,
-        calls: run.provider.calls().to_vec(),
-        log: run.log,
-        duration: started.elapsed(),
-    };
-    let report = RunReport::new(record, settings.limits.report_bytes);
-    let text = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        report.render_human()
-    };
-    // A closed pipe (`host run ... | head`) is an error to report, not a panic.
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("writing the report to stdout")?;
-    Ok(report.exit_code(args.detailed_exitcodes))
+
+    let mut refreshed = args.refresh.clone();
+    let mut reports = Vec::with_capacity(loaded.len());
+    for (index, (path, signature, policy)) in loaded.into_iter().enumerate() {
+        let policy_started = if index == 0 { started } else { Instant::now() };
+        let input = PolicyInput {
+            noop: args.noop,
+            refreshed: refreshed.clone(),
+            settings: policy_settings.clone(),
+        };
+        let run = runtime.run(&policy, input, provider)?;
+        provider = run.provider;
+        let record = RunRecord {
+            policy: display_name(&path),
+            noop: args.noop,
+            signature,
+            compile: CompileInfo {
+                cache: policy.cache,
+                duration_ms: millis(policy.load_time),
+            },
+            provider: provider_info.clone(),
+            outcome: run.outcome,
+            calls: provider.take_calls(),
+            log: run.log,
+            duration: policy_started.elapsed(),
+        };
+        let report = RunReport::new(record, settings.limits.report_bytes);
+        // What this policy changed counts as changed for the policies after it.
+        refreshed.extend(
+            report
+                .resources
+                .iter()
+                .filter(|r| r.changed)
+                .map(|r| r.resource.clone()),
+        );
+        reports.push(report);
+    }
+    Ok(Report::new(reports))
+}
+
+/// The policy files to run: files as given, directories expanded to their
+/// `*.wasm` files in name order.
+fn policy_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("reading policy directory {}", path.display()))?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+                .collect();
+            if found.is_empty() {
+                bail!("policy directory {} holds no *.wasm policy", path.display());
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// Writes `contents` to a temporary file beside `path`, then renames it over
+/// `path`: readers see the old file or the new one, never half of one.
+fn write_atomically(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().context("no file name")?.to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
 }
 
 /// The run's settings: command line over configuration file over defaults.
@@ -197,16 +295,18 @@ impl Settings {
 /// with `--allow-unsigned`, records that nothing was verified.
 fn check_signature(
     args: &RunArgs,
+    policy: &Path,
     trusted_keys_dir: &Path,
     bytes: &[u8],
 ) -> anyhow::Result<SignatureReport> {
     if args.allow_unsigned {
-        return Ok(SignatureReport::unverified(
-            "policy signature NOT verified (--allow-unsigned); do not use this in production",
-        ));
+        return Ok(SignatureReport::unverified(&format!(
+            "policy signature NOT verified (--allow-unsigned) for {}; do not use this in production",
+            display_name(policy)
+        )));
     }
     let keys = load_trusted_keys(&args.trust.trusted_key, trusted_keys_dir)?;
-    let signature = read_signature(&signature_path_for(&args.policy))?;
+    let signature = read_signature(&signature_path_for(policy))?;
     Ok(SignatureReport::verified(verify_bytes(
         bytes, &signature, &keys,
     )?))

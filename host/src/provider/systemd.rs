@@ -79,6 +79,12 @@ impl SystemdProvider {
         &self.calls
     }
 
+    /// The operations recorded so far, leaving none: to split the record
+    /// between several policies that share one provider (and one reload).
+    pub fn take_calls(&mut self) -> Vec<CallRecord> {
+        std::mem::take(&mut self.calls)
+    }
+
     /// `systemctl is-active` and `is-enabled` of `name`.
     pub fn status(&mut self, name: &str) -> Result<Status, ProviderError> {
         let started = Instant::now();

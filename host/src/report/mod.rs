@@ -1,12 +1,14 @@
 //! The run report: what the guest said happened, joined with what the host
 //! actually executed; rendered for people or as one JSON document.
 
-use std::fmt::Write as _;
+mod human;
+mod metrics;
+
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::provider::{CallRecord, Operation};
+use crate::provider::CallRecord;
 use crate::runtime::bindings::types;
 use crate::runtime::RunFailure;
 use crate::service_name::{quote, CheckedName};
@@ -297,102 +299,66 @@ impl RunReport {
             summary,
         }
     }
+}
+
+pub use human::{render_human, Style, Verbosity};
+pub use metrics::render_metrics;
+
+/// The report of one invocation: one policy's report, or, with several
+/// policies, all of them in order with a combined summary.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Report {
+    Single(RunReport),
+    Several {
+        policies: Vec<RunReport>,
+        summary: Summary,
+    },
+}
+
+impl Report {
+    pub fn new(mut reports: Vec<RunReport>) -> Self {
+        if reports.len() == 1 {
+            return Report::Single(reports.remove(0));
+        }
+        let sum = |f: fn(&Summary) -> usize| reports.iter().map(|r| f(&r.summary)).sum();
+        let summary = Summary {
+            resources: sum(|s| s.resources),
+            changed: sum(|s| s.changed),
+            failed: sum(|s| s.failed),
+            unchanged: sum(|s| s.unchanged),
+            duration_ms: reports.iter().map(|r| r.summary.duration_ms).sum(),
+            success: reports.iter().all(|r| r.summary.success),
+        };
+        Report::Several {
+            policies: reports,
+            summary,
+        }
+    }
+
+    pub fn runs(&self) -> &[RunReport] {
+        match self {
+            Report::Single(report) => std::slice::from_ref(report),
+            Report::Several { policies, .. } => policies,
+        }
+    }
+
+    pub fn summary(&self) -> &Summary {
+        match self {
+            Report::Single(report) => &report.summary,
+            Report::Several { summary, .. } => summary,
+        }
+    }
 
     /// The process exit code: 0 converged, 1 any failure; with
     /// `detailed` Puppet's 0 no changes, 2 changes, 4 failures, 6 both.
     pub fn exit_code(&self, detailed: bool) -> i32 {
-        let failures = !self.summary.success;
-        let changes = self.summary.changed > 0;
+        let failures = !self.summary().success;
+        let changes = self.summary().changed > 0;
         if detailed {
             (if changes { 2 } else { 0 }) | (if failures { 4 } else { 0 })
         } else {
             i32::from(failures)
         }
-    }
-
-    /// The report for people: a line per resource, then a summary.
-    pub fn render_human(&self) -> String {
-        let mut out = String::new();
-        // An unverified run's warning goes to stderr (see `host run`), once.
-        if let Some(key_id) = &self.signature.key_id {
-            let comment = self.signature.trusted_comment.as_deref().unwrap_or("");
-            let _ = writeln!(out, "signed by key {key_id} ({comment})");
-        }
-        if let Some(detail) = self
-            .provider
-            .detail
-            .as_deref()
-            .filter(|_| !self.provider.available)
-        {
-            let _ = writeln!(out, "provider {} unavailable: {detail}", self.provider.name);
-        }
-        let width = self
-            .resources
-            .iter()
-            .map(|r| r.resource.len())
-            .max()
-            .unwrap_or(0);
-        for r in &self.resources {
-            let _ = writeln!(out, "{:<width$}  {}", r.resource, describe(r));
-        }
-        for e in &self.errors {
-            let _ = writeln!(out, "error: {e}");
-        }
-        if let Some(failure) = &self.failure {
-            let _ = writeln!(
-                out,
-                "policy failed ({}): {}",
-                failure.class, failure.message
-            );
-        }
-        if !self.log.trim().is_empty() {
-            let _ = writeln!(out, "policy log:");
-            for line in self.log.lines() {
-                let _ = writeln!(out, "  | {line}");
-            }
-        }
-        let s = &self.summary;
-        let mode = if self.noop { " (noop)" } else { "" };
-        let mutating = self
-            .calls
-            .iter()
-            .filter(|c| c.operation.is_mutating() && c.outcome == "ok")
-            .count();
-        let reloads = self
-            .calls
-            .iter()
-            .filter(|c| c.operation == Operation::DaemonReload)
-            .count();
-        let _ = writeln!(
-            out,
-            "{}{mode}: {} resources, {} {}, {} failed, {} unchanged; {mutating} changes made, {reloads} daemon-reload, in {:.2}s",
-            self.policy,
-            s.resources,
-            s.changed,
-            if self.noop { "would change" } else { "changed" },
-            s.failed,
-            s.unchanged,
-            s.duration_ms / 1000.0
-        );
-        out
-    }
-}
-
-fn describe(r: &ResourceEvent) -> String {
-    if r.failed {
-        let done = if r.actions.is_empty() {
-            String::new()
-        } else {
-            format!(" (after {})", r.actions.join(", "))
-        };
-        return format!("FAILED{done}: {}", r.errors.join("; "));
-    }
-    if let Some(message) = &r.noop_message {
-        return message.clone();
-    }
-    if r.actions.is_empty() {
-        "unchanged".to_owned()
-    } else {
-        r.actions.join(", ")
     }
 }

@@ -1,0 +1,198 @@
+//! The report for people: one line per resource, then a summary line.
+
+use std::fmt::Write as _;
+
+use super::{Report, ResourceEvent, RunReport};
+use crate::provider::Operation;
+
+/// How much to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verbosity {
+    /// `-q`: only failures.
+    Quiet,
+    Normal,
+    /// `-v`: also every provider call with its duration.
+    Verbose,
+}
+
+/// Colours, only on a terminal and never when `NO_COLOR` is set.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty
+    /// (<https://no-color.org>).
+    pub fn detect() -> Self {
+        use std::io::IsTerminal;
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Self {
+            color: std::io::stdout().is_terminal() && !no_color,
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn red(&self, text: &str) -> String {
+        self.paint("31", text)
+    }
+
+    fn green(&self, text: &str) -> String {
+        self.paint("32", text)
+    }
+
+    fn yellow(&self, text: &str) -> String {
+        self.paint("33", text)
+    }
+
+    fn dim(&self, text: &str) -> String {
+        self.paint("2", text)
+    }
+}
+
+/// Renders the whole report; with several policies, a combined summary line ends it.
+pub fn render_human(report: &Report, verbosity: Verbosity, style: Style) -> String {
+    let mut out = String::new();
+    for run in report.runs() {
+        render_run(&mut out, run, verbosity, style);
+    }
+    if let Report::Several { policies, summary } = report {
+        if verbosity != Verbosity::Quiet {
+            let _ = writeln!(
+                out,
+                "{} policies: {} resources, {} changed, {} failed, {} unchanged in {:.2}s",
+                policies.len(),
+                summary.resources,
+                summary.changed,
+                summary.failed,
+                summary.unchanged,
+                summary.duration_ms / 1000.0
+            );
+        }
+    }
+    out
+}
+
+fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: Style) {
+    let quiet = verbosity == Verbosity::Quiet;
+    if !quiet {
+        if let Some(key_id) = &run.signature.key_id {
+            let comment = run.signature.trusted_comment.as_deref().unwrap_or("");
+            let _ = writeln!(
+                out,
+                "{}",
+                style.dim(&format!("signed by key {key_id} ({comment})"))
+            );
+        }
+    }
+    if let Some(detail) = run
+        .provider
+        .detail
+        .as_deref()
+        .filter(|_| !run.provider.available)
+    {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.red(&format!(
+                "provider {} unavailable: {detail}",
+                run.provider.name
+            ))
+        );
+    }
+    let width = run
+        .resources
+        .iter()
+        .map(|r| r.resource.len())
+        .max()
+        .unwrap_or(0);
+    for r in run.resources.iter().filter(|r| !quiet || r.failed) {
+        let _ = writeln!(out, "{:<width$}  {}", r.resource, describe(r, style));
+    }
+    for e in &run.errors {
+        let _ = writeln!(out, "{}", style.red(&format!("error: {e}")));
+    }
+    if let Some(failure) = &run.failure {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.red(&format!(
+                "policy failed ({}): {}",
+                failure.class, failure.message
+            ))
+        );
+    }
+    if !run.log.trim().is_empty() && (!quiet || !run.summary.success) {
+        let _ = writeln!(out, "policy log:");
+        for line in run.log.lines() {
+            let _ = writeln!(out, "  | {line}");
+        }
+    }
+    if verbosity == Verbosity::Verbose {
+        for call in &run.calls {
+            let service = call.service.as_deref().unwrap_or("");
+            let outcome = match &call.error {
+                None => style.green("ok"),
+                Some(e) => style.red(&format!("{}: {e}", call.outcome)),
+            };
+            let ms = call.duration.as_secs_f64() * 1000.0;
+            let _ = writeln!(
+                out,
+                "  call {:<13} {service:<width$}  {ms:>8.1} ms  {outcome}",
+                call.operation.verb()
+            );
+        }
+    }
+    if quiet {
+        return;
+    }
+    let s = &run.summary;
+    let mode = if run.noop { " (noop)" } else { "" };
+    let made = run
+        .calls
+        .iter()
+        .filter(|c| c.operation.is_mutating() && c.outcome == "ok")
+        .count();
+    let reloads = run
+        .calls
+        .iter()
+        .filter(|c| c.operation == Operation::DaemonReload)
+        .count();
+    let _ = writeln!(
+        out,
+        "{}{mode}: {} resources, {} {}, {} failed, {} unchanged; {made} changes made, {reloads} daemon-reload, in {:.2}s",
+        run.policy,
+        s.resources,
+        s.changed,
+        if run.noop { "would change" } else { "changed" },
+        s.failed,
+        s.unchanged,
+        s.duration_ms / 1000.0
+    );
+}
+
+fn describe(r: &ResourceEvent, style: Style) -> String {
+    if r.failed {
+        let done = if r.actions.is_empty() {
+            String::new()
+        } else {
+            format!(" (after {})", r.actions.join(", "))
+        };
+        return style.red(&format!("FAILED{done}: {}", r.errors.join("; ")));
+    }
+    if let Some(message) = &r.noop_message {
+        return style.yellow(message);
+    }
+    if r.actions.is_empty() {
+        style.dim("unchanged")
+    } else {
+        style.green(&r.actions.join(", "))
+    }
+}
