@@ -27,6 +27,28 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Create a new policy crate: a policy with one service, a native test, a build command.
     NewPolicy(NewPolicyArgs),
+    /// Show a policy's size, SHA-256, world, imports and exports, and signature.
+    Inspect(InspectArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from this command line.
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The policy to inspect.
+    pub policy: PathBuf,
+
+    #[command(flatten)]
+    pub trust: TrustArgs,
+
+    /// Print one JSON document.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,9 @@ fn main() -> ExitCode {
         Command::Sign(args) => commands::sign::execute(args),
         Command::Verify(args) => commands::verify::execute(args),
         Command::NewPolicy(args) => commands::new_policy::execute(args),
+        Command::Inspect(args) => commands::inspect::execute(args),
+        Command::Completions { shell } => commands::docs::completions(*shell),
+        Command::Man => commands::docs::man(),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

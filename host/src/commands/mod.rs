@@ -1,5 +1,7 @@
 //! One module per subcommand: each parses its options and calls library code.
 
+pub mod docs;
+pub mod inspect;
 pub mod keygen;
 pub mod new_policy;
 mod password;

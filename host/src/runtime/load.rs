@@ -49,8 +49,29 @@ pub fn load_component(
     Ok((component, outcome))
 }
 
+/// The names a component imports and exports, for `host inspect`.
+pub fn interface_names(engine: &Engine, component: &Component) -> (Vec<String>, Vec<String>) {
+    let ty = component.component_type();
+    let imports = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    let exports = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    (imports, exports)
+}
+
+/// Whether a component would be accepted as a policy (imports and exports),
+/// and if not, why.
+pub fn check_policy_world(engine: &Engine, component: &Component) -> Result<(), LoadError> {
+    check_imports(engine, component)?;
+    check_exports(engine, component)
+}
+
 /// The preamble: magic, then version and layer (core module 1/0, component 0xd/1).
-fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+pub fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         return Err(LoadError::NotWasm);
     }

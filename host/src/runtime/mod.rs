@@ -204,6 +204,11 @@ impl PolicyRuntime {
         })
     }
 
+    /// The engine, for inspecting components.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// Checks and compiles a policy component (or loads it from `cache`),
     /// and links it once, so that every run of it only instantiates.
     pub fn load(
