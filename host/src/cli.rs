@@ -13,6 +13,14 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+
+    /// How diagnostics on stderr are written.
+    #[arg(long, global = true, value_enum, default_value = "human")]
+    pub log_format: crate::logging::LogFormat,
+
+    /// The least severe diagnostics shown (error, warn, info, debug, trace); RUST_LOG overrides it.
+    #[arg(long, global = true, default_value = "warn")]
+    pub log_level: String,
 }
 
 #[derive(Debug, Subcommand)]

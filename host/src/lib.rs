@@ -11,6 +11,7 @@ pub mod commands;
 pub mod config;
 pub mod limits;
 pub mod lock;
+pub mod logging;
 pub mod provider;
 pub mod report;
 pub mod runtime;

@@ -65,7 +65,7 @@ impl RunLock {
                 ),
                 Wait::Up(_) => {
                     if !announced {
-                        eprintln!("host: waiting for {} held by {holder}", path.display());
+                        tracing::warn!("waiting for {} held by {holder}", path.display());
                         announced = true;
                     }
                     std::thread::sleep(Duration::from_millis(50));

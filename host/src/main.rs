@@ -6,6 +6,7 @@ use policy_host::commands;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    policy_host::logging::init(cli.log_format, &cli.log_level);
     let result = match &cli.command {
         Command::Run(args) => commands::run::execute(args),
         Command::Keygen(args) => commands::keygen::execute(args),
@@ -19,7 +20,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
-            eprintln!("host: {e:#}");
+            tracing::error!("{e:#}");
             ExitCode::from(1)
         }
     }

@@ -99,11 +99,20 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
         let signature = check_signature(args, &path, &settings.trusted_keys_dir, &bytes)
             .with_context(|| format!("refusing policy {}", path.display()))?;
         if let Some(warning) = &signature.warning {
-            eprintln!("host: warning: {warning}");
+            tracing::warn!("{warning}");
+        }
+        if let Some(key_id) = &signature.key_id {
+            tracing::info!(policy = %path.display(), key_id = %key_id, "signature verified");
         }
         let policy = runtime
             .load(&bytes, cache.as_ref())
             .with_context(|| format!("loading policy {}", path.display()))?;
+        tracing::info!(
+            policy = %path.display(),
+            cache = ?policy.cache,
+            ms = millis(policy.load_time),
+            "policy compiled and linked"
+        );
         loaded.push((path, signature, policy));
     }
 
@@ -143,6 +152,9 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
         };
         let run = runtime.run(&policy, input, provider)?;
         provider = run.provider;
+        if let Err(failure) = &run.outcome {
+            tracing::error!(policy = %path.display(), class = failure.class, "policy failed: {}", failure.message);
+        }
         let record = RunRecord {
             policy: display_name(&path),
             noop: args.noop,

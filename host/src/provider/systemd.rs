@@ -205,6 +205,13 @@ impl SystemdProvider {
         started: Instant,
         error: Option<&ProviderError>,
     ) {
+        tracing::debug!(
+            operation = operation.verb(),
+            service = service.unwrap_or(""),
+            ms = crate::report::millis(started.elapsed()),
+            error = error.map(ToString::to_string),
+            "provider call"
+        );
         self.calls.push(CallRecord {
             operation,
             service: service.map(|s| {

@@ -41,7 +41,7 @@ pub struct CompileCache {
 
 /// Warnings are printed once each on stderr; the run goes on with a compile.
 fn warn(message: String) {
-    eprintln!("host: warning: compile cache: {message}");
+    tracing::warn!("compile cache: {message}");
 }
 
 impl CompileCache {
