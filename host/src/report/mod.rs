@@ -309,7 +309,7 @@ pub use metrics::render_metrics;
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum Report {
-    Single(RunReport),
+    Single(Box<RunReport>),
     Several {
         policies: Vec<RunReport>,
         summary: Summary,
@@ -319,7 +319,7 @@ pub enum Report {
 impl Report {
     pub fn new(mut reports: Vec<RunReport>) -> Self {
         if reports.len() == 1 {
-            return Report::Single(reports.remove(0));
+            return Report::Single(Box::new(reports.remove(0)));
         }
         let sum = |f: fn(&Summary) -> usize| reports.iter().map(|r| f(&r.summary)).sum();
         let summary = Summary {
@@ -338,7 +338,7 @@ impl Report {
 
     pub fn runs(&self) -> &[RunReport] {
         match self {
-            Report::Single(report) => std::slice::from_ref(report),
+            Report::Single(report) => std::slice::from_ref(report.as_ref()),
             Report::Several { policies, .. } => policies,
         }
     }
