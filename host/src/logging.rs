@@ -25,7 +25,7 @@ pub fn init(format: LogFormat, level: &str) {
         .unwrap_or_else(|_| EnvFilter::new(format!("warn,policy_host={level},host={level}")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(|| QuietStderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Human => builder.event_format(Terse).try_init(),
@@ -56,5 +56,23 @@ where
         write!(writer, "host: {level}: ")?;
         ctx.field_format().format_fields(writer.by_ref(), event)?;
         writeln!(writer)
+    }
+}
+
+/// stderr that swallows write errors. tracing-subscriber reports a failed
+/// write with `eprintln!`, which panics when stderr is a closed pipe
+/// (`host run ... 2>&1 | head`); a diagnostic that cannot be shown must not
+/// abort a run.
+struct QuietStderr;
+
+impl std::io::Write for QuietStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
     }
 }

@@ -170,6 +170,27 @@ pub fn trust_args() -> Vec<std::ffi::OsString> {
     ]
 }
 
+/// What every test's `host run` takes: [`trust_args`], plus a lock file and a
+/// compile cache of this test process's own, so tests never wait on (or
+/// leave entries in) the machine's `/run/lock` and `/var/cache` — and a stray
+/// run elsewhere on the machine cannot stall them.
+pub fn run_args() -> Vec<std::ffi::OsString> {
+    let mut args = trust_args();
+    args.extend(isolation_args());
+    args
+}
+
+/// `--lock-file` and `--cache-dir` of this test process (see [`run_args`]),
+/// for tests that bring their own keys.
+pub fn isolation_args() -> Vec<std::ffi::OsString> {
+    vec![
+        "--lock-file".into(),
+        process_dir().join("run.lock").into_os_string(),
+        "--cache-dir".into(),
+        process_dir().join("cache").into_os_string(),
+    ]
+}
+
 /// The policy of `package`, copied to this process's own directory and signed
 /// there with [`test_key`] by `host sign` (so concurrent test processes never
 /// sign one file).
@@ -217,6 +238,22 @@ fn process_dir() -> PathBuf {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the e2e directory");
         dir
+    })
+    .clone()
+}
+
+/// Builds the `host` binary in the release profile (what the benchmark
+/// measures: a debug build says nothing about speed) once per process and
+/// returns its path.
+pub fn host_binary_release() -> PathBuf {
+    static HOST: OnceLock<PathBuf> = OnceLock::new();
+    HOST.get_or_init(|| {
+        cargo_build(&["--release", "-p", "policy-host", "--bin", "host"]);
+        let path = target_dir()
+            .join("release")
+            .join(format!("host{}", std::env::consts::EXE_SUFFIX));
+        assert!(path.is_file(), "cargo built no {}", path.display());
+        path
     })
     .clone()
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use policy_host_e2e::build::{host_binary, policy_wasm, sign_file, signed_policy, trust_args};
+use policy_host_e2e::build::{host_binary, policy_wasm, run_args, sign_file, signed_policy};
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
 use serde_json::Value;
 
@@ -58,7 +58,7 @@ fn run(mut cmd: Command) -> Run {
 /// `host run POLICY ARGS...` with the fake first on PATH.
 fn host(fake: &FakeSystemctl, policy: &Path, args: &[&str]) -> Run {
     let mut cmd = fake.host_command();
-    cmd.arg("run").arg(policy).args(trust_args()).args(args);
+    cmd.arg("run").arg(policy).args(run_args()).args(args);
     run(cmd)
 }
 
@@ -938,7 +938,7 @@ fn systemctl_runs_with_a_clean_environment() {
         .env("SYSTEMD_LOG_LEVEL", "debug")
         .arg("run")
         .arg(example())
-        .args(trust_args());
+        .args(run_args());
     run(cmd).assert_code(0);
     let envs = fake.env_names();
     assert!(!envs.is_empty());
@@ -957,7 +957,7 @@ fn no_systemctl_on_path_is_unavailable() {
     cmd.env("PATH", &empty)
         .arg("run")
         .arg(example())
-        .args(trust_args())
+        .args(run_args())
         .arg("--json");
     let r = run(cmd);
     let _ = fs::remove_dir(&empty);
@@ -1129,7 +1129,7 @@ fn non_executable_systemctl_earlier_on_path_is_skipped() {
     cmd.env("PATH", path)
         .arg("run")
         .arg(example())
-        .args(trust_args());
+        .args(run_args());
     let r = run(cmd);
     let _ = fs::remove_dir_all(&decoys);
     let _ = fs::remove_dir_all(&dir_decoys);
@@ -1147,7 +1147,7 @@ fn relative_path_entries_are_not_searched() {
         .env("PATH", "bin")
         .arg("run")
         .arg(example())
-        .args(trust_args())
+        .args(run_args())
         .arg("--json");
     let r = run(cmd);
     r.assert_code(1);

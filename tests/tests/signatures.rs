@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use policy_host_e2e::build::{host_binary, policy_wasm};
+use policy_host_e2e::build::{host_binary, isolation_args, policy_wasm};
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
 use serde_json::Value;
 
@@ -100,7 +100,7 @@ fn converging_fake() -> FakeSystemctl {
 
 fn host_run(fake: &FakeSystemctl, policy: &Path, args: &[&std::ffi::OsStr]) -> Output {
     let mut cmd = fake.host_command();
-    cmd.arg("run").arg(policy).args(args);
+    cmd.arg("run").arg(policy).args(isolation_args()).args(args);
     output(cmd)
 }
 

@@ -228,14 +228,18 @@ pub fn validate_crate_name(name: &str) -> Result<(), String> {
 /// The canonical guest-sdk directory: `sdk`, or the one this host was built
 /// from; it must hold guest-sdk's `Cargo.toml`.
 fn resolve_sdk(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let (dir, what) = match sdk {
-        Some(dir) => (dir.to_path_buf(), "--sdk-path"),
+    let (dir, what, hint) = match sdk {
+        Some(dir) => (
+            dir.to_path_buf(),
+            "--sdk-path",
+            "give the directory of the guest-sdk crate",
+        ),
         None => (
             PathBuf::from(DEFAULT_SDK),
             "the guest-sdk this host was built with",
+            "pass --sdk-path PATH with the directory of the guest-sdk crate",
         ),
     };
-    let hint = "pass --sdk-path PATH to a guest-sdk crate directory";
     let manifest = dir.join("Cargo.toml");
     let text = fs::read_to_string(&manifest).map_err(|e| {
         anyhow!(

@@ -30,6 +30,20 @@ const DEFAULT_SYSTEMCTL_TIMEOUT: f64 = 90.0;
 pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     let started = Instant::now();
     let result = run_all(args, started);
+    // The report and the output come first: the policies have been applied,
+    // and a problem with the metrics file must not hide what they did.
+    let shown = result
+        .as_ref()
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|report| publish(args, report).map_err(|e| format!("{e:#}")));
+    if let (Some(path), Err(e)) = (&args.report, &result) {
+        let failed = serde_json::json!({
+            "error": format!("{e:#}"),
+            "summary": {"resources": 0, "changed": 0, "failed": 0, "unchanged": 0, "success": false},
+        });
+        write_atomically(path, format!("{failed:#}\n").as_bytes())
+            .with_context(|| format!("writing report {}", path.display()))?;
+    }
     if let Some(path) = &args.metrics {
         let metrics = render_metrics(
             result.as_ref().ok(),
@@ -39,16 +53,14 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
         write_atomically(path, metrics.as_bytes())
             .with_context(|| format!("writing metrics {}", path.display()))?;
     }
-    if let (Some(path), Err(e)) = (&args.report, &result) {
-        let failed = serde_json::json!({
-            "error": format!("{e:#}"),
-            "summary": {"resources": 0, "changed": 0, "failed": 0, "unchanged": 0, "success": false},
-        });
-        write_atomically(path, format!("{failed:#}\n").as_bytes())
-            .with_context(|| format!("writing report {}", path.display()))?;
-    }
     let report = result?;
-    let json = serde_json::to_string_pretty(&report)? + "\n";
+    shown.map_err(anyhow::Error::msg)?;
+    Ok(report.exit_code(args.detailed_exitcodes))
+}
+
+/// Writes the report file (if asked) and prints the report.
+fn publish(args: &RunArgs, report: &Report) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(report)? + "\n";
     if let Some(path) = &args.report {
         write_atomically(path, json.as_bytes())
             .with_context(|| format!("writing report {}", path.display()))?;
@@ -61,15 +73,14 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
             (_, true) => Verbosity::Verbose,
             _ => Verbosity::Normal,
         };
-        render_human(&report, verbosity, Style::detect())
+        render_human(report, verbosity, Style::detect())
     };
     // A closed pipe (`host run ... | head`) is an error to report, not a panic.
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
-        .context("writing the report to stdout")?;
-    Ok(report.exit_code(args.detailed_exitcodes))
+        .context("writing the report to stdout")
 }
 
 /// Every policy is read, verified and compiled before any is run: a bad one

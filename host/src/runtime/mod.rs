@@ -282,6 +282,14 @@ impl PolicyRuntime {
 impl PolicyRuntime {
     /// Runs `f` while a thread advances the engine's epoch every [`EPOCH_TICK`].
     fn with_epoch_ticker<R>(&self, f: impl FnOnce() -> R) -> R {
+        /// Stops the ticker when dropped, so that a panic in `f` cannot leave
+        /// the scope waiting for the ticker forever.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
         let done = AtomicBool::new(false);
         std::thread::scope(|scope| {
             scope.spawn(|| {
@@ -290,9 +298,8 @@ impl PolicyRuntime {
                     self.engine.increment_epoch();
                 }
             });
-            let result = f();
-            done.store(true, Ordering::Relaxed);
-            result
+            let _stop = StopOnDrop(&done);
+            f()
         })
     }
 }

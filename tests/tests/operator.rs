@@ -1,0 +1,412 @@
+//! End-to-end: what operators see and collect — several policies in one run,
+//! the report and metrics files, -v/-q, colour, `host inspect`, completions,
+//! the man page and JSON logs — with the real host and the fake systemctl.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use policy_host_e2e::build::{
+    host_binary, policy_wasm, run_args, signed_policy, test_key, trust_args,
+};
+use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
+use serde_json::Value;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn web_host() -> FakeSystemctl {
+    let fake = FakeSystemctl::new();
+    fake.unit("httpd", "inactive", "disabled")
+        .unit("legacy-ftpd", "active", "enabled")
+        .unit("metrics-agent", "inactive", "disabled");
+    fake
+}
+
+fn host_run(fake: &FakeSystemctl, args: &[&std::ffi::OsStr]) -> Output {
+    let mut cmd = fake.host_command();
+    cmd.arg("run").args(run_args()).args(args);
+    cmd.output().expect("run host")
+}
+
+#[track_caller]
+fn assert_code(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "--- stdout\n{}\n--- stderr\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_directory_of_policies_runs_in_name_order_and_later_ones_see_earlier_changes() {
+    let fake = web_host();
+    fake.unit("web", "active", "enabled");
+    let dir = fake.root().join("policies");
+    fs::create_dir(&dir).unwrap();
+    for package in ["example-policy", "manifest-policy"] {
+        let signed = signed_policy(package);
+        let name = signed.file_name().unwrap();
+        fs::copy(&signed, dir.join(name)).unwrap();
+        let mut sig = signed.clone().into_os_string();
+        sig.push(".minisig");
+        let mut target = dir.join(name).into_os_string();
+        target.push(".minisig");
+        fs::copy(sig, target).unwrap();
+    }
+    let site = fake.root().join("site.yaml");
+    fs::write(
+        &site,
+        "- service:\n    - web:\n        subscribe: [service#httpd]\n",
+    )
+    .unwrap();
+    let out = host_run(
+        &fake,
+        &[
+            dir.as_os_str(),
+            "--settings".as_ref(),
+            site.as_os_str(),
+            "--json".as_ref(),
+        ],
+    );
+    assert_code(&out, 0);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let policies = report["policies"]
+        .as_array()
+        .expect("one report with every policy");
+    let names: Vec<&str> = policies
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["example_policy.wasm", "manifest_policy.wasm"]);
+    assert_eq!(report["summary"]["resources"], 4);
+    assert_eq!(report["summary"]["changed"], 4);
+    assert_eq!(
+        policies[1]["resources"][0]["actions"],
+        serde_json::json!(["restarted"]),
+        "web subscribes to service#httpd, which the first policy started"
+    );
+    assert_eq!(fake.daemon_reloads(), 1, "one reload for the whole run");
+}
+
+#[test]
+fn report_and_metrics_files_are_written() {
+    let fake = web_host();
+    let report_file = fake.root().join("reports/last-run.json");
+    let metrics_file = fake.root().join("textfile/policy-host.prom");
+    let policy = signed_policy("example-policy");
+    let out = host_run(
+        &fake,
+        &[
+            policy.as_os_str(),
+            "--report".as_ref(),
+            report_file.as_os_str(),
+            "--metrics".as_ref(),
+            metrics_file.as_os_str(),
+        ],
+    );
+    assert_code(&out, 0);
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report_file).unwrap()).unwrap();
+    assert_eq!(report["summary"]["changed"], 3);
+    assert_eq!(report["summary"]["success"], true);
+    let metrics = fs::read_to_string(&metrics_file).unwrap();
+    for line in [
+        "policy_host_resources{state=\"total\"} 3",
+        "policy_host_resources{state=\"changed\"} 3",
+        "policy_host_resources{state=\"failed\"} 0",
+        "policy_host_run_success 1",
+        "# TYPE policy_host_run_duration_seconds gauge",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line:?} missing from:\n{metrics}"
+        );
+    }
+    let stamp: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("policy_host_last_run_timestamp_seconds "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(stamp > 1.7e9, "{stamp}");
+    let leftovers: Vec<_> = fs::read_dir(report_file.parent().unwrap())
+        .unwrap()
+        .collect();
+    assert_eq!(
+        leftovers.len(),
+        1,
+        "no temporary files left beside the report"
+    );
+}
+
+#[test]
+fn a_run_that_cannot_happen_still_reports_failure_to_monitoring() {
+    let fake = web_host();
+    let dir = temp_dir("unsigned-metrics");
+    let policy = dir.join("p.wasm");
+    fs::copy(policy_wasm("example-policy"), &policy).unwrap();
+    let metrics_file = dir.join("m.prom");
+    let report_file = dir.join("r.json");
+    let out = host_run(
+        &fake,
+        &[
+            policy.as_os_str(),
+            "--metrics".as_ref(),
+            metrics_file.as_os_str(),
+            "--report".as_ref(),
+            report_file.as_os_str(),
+        ],
+    );
+    assert_code(&out, 1);
+    let metrics = fs::read_to_string(&metrics_file).unwrap();
+    assert!(
+        metrics.lines().any(|l| l == "policy_host_run_success 0"),
+        "{metrics}"
+    );
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report_file).unwrap()).unwrap();
+    assert!(
+        report["error"].as_str().unwrap().contains("not signed"),
+        "{report}"
+    );
+    assert_eq!(fake.calls(), Vec::<String>::new());
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn verbose_lists_every_call_and_quiet_prints_only_failures() {
+    let fake = web_host();
+    let policy = signed_policy("example-policy");
+    let out = host_run(&fake, &[policy.as_os_str(), "-v".as_ref()]);
+    assert_code(&out, 0);
+    let said = text(&out.stdout);
+    for call in [
+        "daemon-reload",
+        "status        httpd",
+        "start         httpd",
+        "enable        httpd",
+    ] {
+        assert!(
+            said.contains(&format!("call {call}")),
+            "{call:?} not listed:\n{said}"
+        );
+    }
+    assert!(said.contains(" ms  ok"), "{said}");
+
+    let fake = web_host();
+    let out = host_run(&fake, &[policy.as_os_str(), "-q".as_ref()]);
+    assert_code(&out, 0);
+    assert_eq!(
+        text(&out.stdout),
+        "",
+        "nothing failed, so -q prints nothing"
+    );
+
+    let fake = web_host();
+    fake.fail("start", "httpd", 1, "Job for httpd.service failed.");
+    let out = host_run(&fake, &[policy.as_os_str(), "-q".as_ref()]);
+    assert_code(&out, 1);
+    let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("service#httpd") && lines[0].contains("FAILED"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn human_output_is_one_line_per_resource_and_a_summary() {
+    let fake = web_host();
+    let out = host_run(&fake, &[signed_policy("example-policy").as_os_str()]);
+    assert_code(&out, 0);
+    let said = text(&out.stdout);
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(lines[0].starts_with("signed by key "), "{said}");
+    assert!(
+        lines[1].starts_with("service#httpd") && lines[1].ends_with("started, enabled"),
+        "{said}"
+    );
+    assert!(lines[2].ends_with("stopped, disabled"), "{said}");
+    assert!(
+        lines[3].starts_with("service#metrics-agent") && lines[3].ends_with("started"),
+        "{said}"
+    );
+    assert!(
+        lines[4].contains("3 resources, 3 changed, 0 failed, 0 unchanged")
+            && lines[4].contains(" in "),
+        "{said}"
+    );
+}
+
+/// Runs `host run` under `script`, which gives it a terminal.
+fn on_a_terminal(fake: &FakeSystemctl, no_color: bool) -> String {
+    let policy = signed_policy("example-policy");
+    let key = test_key().public_key;
+    let extra: Vec<String> = run_args()
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let command = format!(
+        "{} run {} --trusted-key {} --noop {}",
+        host_binary().display(),
+        policy.display(),
+        key.display(),
+        extra.join(" ")
+    );
+    let mut cmd = fake.command("script");
+    cmd.args(["-qec", &command, "/dev/null"]);
+    if no_color {
+        cmd.env("NO_COLOR", "1");
+    }
+    let out = cmd.output().expect("run script (util-linux)");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    let fake = web_host();
+    assert!(
+        on_a_terminal(&fake, false).contains("\x1b["),
+        "colour on a terminal"
+    );
+    assert!(
+        !on_a_terminal(&fake, true).contains("\x1b["),
+        "NO_COLOR disables colour"
+    );
+    let out = host_run(
+        &fake,
+        &[
+            signed_policy("example-policy").as_os_str(),
+            "--noop".as_ref(),
+        ],
+    );
+    assert!(
+        !text(&out.stdout).contains("\x1b["),
+        "no colour into a pipe"
+    );
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    text(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn inspect_shows_size_digest_world_imports_exports_and_signer() {
+    let policy = signed_policy("example-policy");
+    let mut cmd = Command::new(host_binary());
+    cmd.arg("inspect")
+        .arg(&policy)
+        .args(trust_args())
+        .arg("--json");
+    let out = cmd.output().unwrap();
+    assert_code(&out, 0);
+    let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["size"], fs::metadata(&policy).unwrap().len());
+    assert_eq!(info["sha256"], sha256(&policy).as_str());
+    assert_eq!(info["world"], "policy-host:policy/policy");
+    let imports: Vec<&str> = info["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        imports.contains(&"policy-host:policy/service-provider@0.1.0"),
+        "{imports:?}"
+    );
+    assert!(
+        imports
+            .iter()
+            .all(|i| i.starts_with("wasi:") || i.starts_with("policy-host:policy/")),
+        "{imports:?}"
+    );
+    assert_eq!(info["exports"], serde_json::json!(["run"]));
+    assert_eq!(info["signature"]["status"], "valid");
+    let key_line = fs::read_to_string(test_key().public_key).unwrap();
+    let key_id = key_line
+        .lines()
+        .next()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(info["signature"]["key_id"], key_id.as_str());
+
+    let other = policy_wasm("raw-calls-fixture").with_file_name("other-world.wasm");
+    let out = Command::new(host_binary())
+        .arg("inspect")
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let said = text(&out.stdout);
+    assert!(said.contains("world:     refused:"), "{said}");
+    assert!(said.contains("signature: unsigned"), "{said}");
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_command_line_definition() {
+    let out = Command::new(host_binary())
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let script = text(&out.stdout);
+    assert!(
+        script.contains("_host()") && script.contains("--allow-unit"),
+        "bash completion"
+    );
+    let checked = Command::new("bash")
+        .arg("-n")
+        .arg("-c")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(checked.success(), "the completion script is valid bash");
+
+    let out = Command::new(host_binary()).arg("man").output().unwrap();
+    assert_code(&out, 0);
+    let page = text(&out.stdout);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH host"),
+        "roff: {}",
+        &page[..200.min(page.len())]
+    );
+    assert!(
+        page.contains(".SH \"HOST RUN\"") && page.contains("allow\\-unit"),
+        "run's options are documented"
+    );
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let fake = web_host();
+    let mut cmd = fake.host_command();
+    cmd.args(["--log-format", "json", "--log-level", "info", "run"])
+        .arg(signed_policy("example-policy"))
+        .args(run_args());
+    let out = cmd.output().unwrap();
+    assert_code(&out, 0);
+    let lines: Vec<String> = text(&out.stderr).lines().map(String::from).collect();
+    assert!(!lines.is_empty());
+    for line in &lines {
+        let event: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            event["level"].is_string() && event["message"].is_string(),
+            "{line}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("signature verified")),
+        "{lines:#?}"
+    );
+}
