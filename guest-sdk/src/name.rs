@@ -17,7 +17,7 @@ pub const MAX_SERVICE_NAME_LEN: usize = 255;
 pub enum NameError {
     #[error("invalid service name {0:?}: the name is empty")]
     Empty(String),
-    #[error("invalid service name {name:?}: {len} characters is longer than the limit of {MAX_SERVICE_NAME_LEN}")]
+    #[error("invalid service name {name:?}: {len} bytes is longer than the limit of {MAX_SERVICE_NAME_LEN}")]
     TooLong { name: String, len: usize },
     #[error(
         "invalid service name {0:?}: it starts with '-', which systemctl would read as an option"
@@ -42,8 +42,8 @@ impl ServiceName {
         if name.is_empty() {
             return Err(NameError::Empty(name.to_owned()));
         }
-        let len = name.chars().count();
-        if name.len() > MAX_SERVICE_NAME_LEN {
+        let len = name.len();
+        if len > MAX_SERVICE_NAME_LEN {
             return Err(NameError::TooLong {
                 name: name.to_owned(),
                 len,

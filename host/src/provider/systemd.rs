@@ -188,8 +188,21 @@ impl SystemdProvider {
         let _guard = SYSTEMCTL_LOCK
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let timeout = match self.deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(ProviderError::TimedOut(format!(
+                        "systemctl {}: not run, the run's wall-clock limit has passed",
+                        args.join(" ")
+                    )));
+                }
+                self.config.timeout.min(left)
+            }
+            None => self.config.timeout,
+        };
         self.runner
-            .run(program, args, self.config.timeout)
+            .run(program, args, timeout)
             .map_err(|e| match e {
                 RunError::TimedOut(_) => {
                     ProviderError::TimedOut(format!("systemctl {}: {e}", args.join(" ")))

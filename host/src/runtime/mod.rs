@@ -39,6 +39,7 @@ pub struct HostState {
     memory: MemoryLimiter,
     meter: Meter,
     provider: SystemdProvider,
+    clock: RunClock,
 }
 
 impl WasiView for HostState {
@@ -197,6 +198,7 @@ impl PolicyRuntime {
             HasSelf<HostState>,
         >(&mut linker, |s| s))
         .context("linking the service provider")?;
+        anyhow_result(cap_sleeps(&mut linker)).context("linking the capped clock")?;
         Ok(Self {
             engine,
             linker,
@@ -238,17 +240,22 @@ impl PolicyRuntime {
         provider: SystemdProvider,
     ) -> anyhow::Result<GuestRun> {
         let log = GuestLog::new(self.limits.log_bytes);
-        let wasi = sandboxed_wasi(&log);
+        let clock = RunClock(Instant::now());
+        let wasi = sandboxed_wasi(&log, clock);
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
             memory: MemoryLimiter::new(self.limits.memory_bytes),
             meter: Meter::new(self.limits),
             provider,
+            clock,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.memory);
-        store.set_epoch_deadline(Meter::ticks(self.limits.cpu_time, EPOCH_TICK));
+        store.set_epoch_deadline(Meter::ticks(
+            self.limits.cpu_time.min(self.limits.wall_clock),
+            EPOCH_TICK,
+        ));
         store.epoch_deadline_callback(|ctx| {
             let remaining = ctx.data().meter.check_time()?;
             Ok(UpdateDeadline::Continue(Meter::ticks(
@@ -307,8 +314,9 @@ impl PolicyRuntime {
 /// WASI with nothing granted: no arguments, no environment, no preopened
 /// directories, no network or name lookup, empty stdin; stdout and stderr go
 /// to the bounded log.
-fn sandboxed_wasi(log: &GuestLog) -> WasiCtx {
+fn sandboxed_wasi(log: &GuestLog, clock: RunClock) -> WasiCtx {
     WasiCtxBuilder::new()
+        .monotonic_clock(clock)
         .stdout(log.clone())
         .stderr(log.clone())
         .allow_tcp(false)
@@ -321,4 +329,67 @@ fn sandboxed_wasi(log: &GuestLog) -> WasiCtx {
 /// wasmtime 48 has its own error type; the host reports with anyhow chains.
 fn anyhow_result<T>(result: Result<T, wasmtime::Error>) -> anyhow::Result<T> {
     result.map_err(anyhow::Error::from)
+}
+
+/// A sleep the guest asked for, cut short at the run's limits.
+struct CappedSleep(tokio::time::Instant);
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for CappedSleep {
+    async fn ready(&mut self) {
+        tokio::time::sleep_until(self.0).await
+    }
+}
+
+/// Replaces `monotonic-clock.subscribe-duration`/`subscribe-instant`: a guest
+/// blocked in a host call is beyond epoch interruption, so its sleeps end
+/// when its time is up and the next epoch check stops it.
+fn cap_sleeps(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime::StoreContextMut;
+    use wasmtime_wasi::p2::DynPollable;
+    fn subscribe(
+        mut store: StoreContextMut<'_, HostState>,
+        wanted: Duration,
+    ) -> wasmtime::Result<(Resource<DynPollable>,)> {
+        let left = store.data().meter.check_time().unwrap_or(Duration::ZERO);
+        let sleep = if wanted > left {
+            // Wake just past the limit, and have the first epoch check after
+            // waking (not one some ticks later) see that it has passed.
+            store.set_epoch_deadline(1);
+            left + EPOCH_TICK
+        } else {
+            wanted
+        };
+        let state = store.data_mut();
+        let pollable = state
+            .table
+            .push(CappedSleep(tokio::time::Instant::now() + sleep))?;
+        Ok((wasmtime_wasi::p2::subscribe(&mut state.table, pollable)?,))
+    }
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance("wasi:clocks/monotonic-clock@0.2.12")?;
+    clock.func_wrap("subscribe-duration", |store, (ns,): (u64,)| {
+        subscribe(store, Duration::from_nanos(ns))
+    })?;
+    clock.func_wrap("subscribe-instant", |store, (when,): (u64,)| {
+        let now = wasmtime_wasi::HostMonotonicClock::now(&store.data().clock);
+        subscribe(store, Duration::from_nanos(when.saturating_sub(now)))
+    })?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// The guest's monotonic clock: nanoseconds since the run began.
+#[derive(Debug, Clone, Copy)]
+struct RunClock(Instant);
+
+impl wasmtime_wasi::HostMonotonicClock for RunClock {
+    fn resolution(&self) -> u64 {
+        1
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
 }
