@@ -5,4 +5,5 @@
 
 pub mod build;
 pub mod fake_systemctl;
+pub mod outcome;
 pub mod sandbox;

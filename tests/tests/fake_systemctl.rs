@@ -7,53 +7,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use policy_host_e2e::build::{host_binary, policy_wasm, run_args, sign_file, signed_policy};
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
+use policy_host_e2e::outcome::{assert_contains, assert_shapes, json_calls, resource, run, Run};
 use serde_json::Value;
-
-/// What one `host run` did.
-#[derive(Debug)]
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not JSON ({e}):\n--- stdout\n{}\n--- stderr\n{}",
-                self.stdout, self.stderr
-            )
-        })
-    }
-
-    #[track_caller]
-    fn assert_code(&self, code: i32) {
-        assert_eq!(
-            self.code,
-            Some(code),
-            "exit code\n--- stdout\n{}\n--- stderr\n{}",
-            self.stdout,
-            self.stderr
-        );
-    }
-}
-
-fn run(mut cmd: Command) -> Run {
-    let start = Instant::now();
-    let out = cmd.output().expect("run host");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        elapsed: start.elapsed(),
-    }
-}
 
 /// `host run POLICY ARGS...` with the fake first on PATH.
 fn host(fake: &FakeSystemctl, policy: &Path, args: &[&str]) -> Run {
@@ -85,16 +44,6 @@ fn manifest(fake: &FakeSystemctl, yaml: &str, args: &[&str]) -> Run {
     host(fake, &manifest_policy(), &all)
 }
 
-fn resource<'a>(json: &'a Value, name: &str) -> &'a Value {
-    let id = format!("service#{name}");
-    json["resources"]
-        .as_array()
-        .expect("resources is an array")
-        .iter()
-        .find(|r| r["resource"] == id.as_str())
-        .unwrap_or_else(|| panic!("no resource {id} in {json:#}"))
-}
-
 fn errors_of(value: &Value) -> Vec<String> {
     value["errors"]
         .as_array()
@@ -113,46 +62,11 @@ fn actions_of(value: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The `calls` entries of the report, as (operation, service, outcome).
-fn json_calls(json: &Value) -> Vec<(String, Option<String>, String)> {
-    json["calls"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no calls array in {json:#}"))
-        .iter()
-        .map(|c| {
-            (
-                c["operation"].as_str().unwrap().to_string(),
-                c["service"].as_str().map(str::to_string),
-                c["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
-#[track_caller]
-fn assert_contains(haystack: &str, needle: &str) {
-    assert!(
-        haystack.contains(needle),
-        "{needle:?} not found in:\n{haystack}"
-    );
-}
-
 #[track_caller]
 fn assert_any_contains(items: &[String], needle: &str) {
     assert!(
         items.iter().any(|i| i.contains(needle)),
         "{needle:?} not found in {items:#?}"
-    );
-}
-
-/// Every invocation had an argument shape the host may use.
-#[track_caller]
-fn assert_shapes(fake: &FakeSystemctl) {
-    assert_eq!(
-        fake.rejected_calls(),
-        Vec::<String>::new(),
-        "systemctl invoked without `--system --`; all calls: {:#?}",
-        fake.calls()
     );
 }
 
@@ -178,7 +92,7 @@ fn status_calls(name: &str) -> Vec<String> {
 fn converges_the_example_policy_in_order() {
     let fake = fresh_web_host();
     let r = host(&fake, &example(), &["--json"]);
-    r.assert_code(0);
+    r.assert_exit(0);
     assert_shapes(&fake);
 
     let mut expected = vec!["daemon-reload".to_string()];
@@ -273,11 +187,11 @@ fn converges_the_example_policy_in_order() {
 #[test]
 fn second_run_makes_no_mutating_call() {
     let fake = fresh_web_host();
-    host(&fake, &example(), &["--json"]).assert_code(0);
+    host(&fake, &example(), &["--json"]).assert_exit(0);
     fake.clear_calls();
 
     let r = host(&fake, &example(), &["--json"]);
-    r.assert_code(0);
+    r.assert_exit(0);
     assert_shapes(&fake);
     assert_eq!(fake.mutating_calls(), Vec::<String>::new());
     let json = r.json();
@@ -293,23 +207,23 @@ fn second_run_makes_no_mutating_call() {
 #[test]
 fn detailed_exitcodes_distinguish_changes_and_failures() {
     let fake = fresh_web_host();
-    host(&fake, &example(), &["--detailed-exitcodes"]).assert_code(2);
-    host(&fake, &example(), &["--detailed-exitcodes"]).assert_code(0);
+    host(&fake, &example(), &["--detailed-exitcodes"]).assert_exit(2);
+    host(&fake, &example(), &["--detailed-exitcodes"]).assert_exit(0);
 
     // A failure and no change: 4.
     let fake = FakeSystemctl::new();
     fake.unit("web", "inactive", "disabled")
         .fail("start", "web", 1, "Job for web.service failed.");
     let yaml = "- service:\n    - web:\n        ensure: running\n";
-    manifest(&fake, yaml, &["--detailed-exitcodes"]).assert_code(4);
+    manifest(&fake, yaml, &["--detailed-exitcodes"]).assert_exit(4);
     // Without --detailed-exitcodes a failure is 1.
-    manifest(&fake, yaml, &[]).assert_code(1);
+    manifest(&fake, yaml, &[]).assert_exit(1);
 
     // A failure and a change: 6.
     fake.unit("db", "inactive", "disabled");
     let yaml =
         "- service:\n    - db:\n        ensure: running\n    - web:\n        ensure: running\n";
-    manifest(&fake, yaml, &["--detailed-exitcodes"]).assert_code(6);
+    manifest(&fake, yaml, &["--detailed-exitcodes"]).assert_exit(6);
     assert_shapes(&fake);
 }
 
@@ -334,7 +248,7 @@ fn exactly_one_daemon_reload_per_run() {
     yaml.push_str("    - runtime:\n        enable: true\n");
 
     let r = manifest(&fake, &yaml, &[]);
-    r.assert_code(0);
+    r.assert_exit(0);
     assert_shapes(&fake);
     assert_eq!(fake.daemon_reloads(), 1, "{:#?}", fake.calls());
     assert_eq!(fake.calls()[0], "daemon-reload");
@@ -351,7 +265,7 @@ fn exactly_one_daemon_reload_per_run() {
 
     // The next run reloads once again (once per run, not once ever).
     fake.clear_calls();
-    manifest(&fake, &yaml, &[]).assert_code(0);
+    manifest(&fake, &yaml, &[]).assert_exit(0);
     assert_eq!(fake.daemon_reloads(), 1);
     assert_eq!(fake.mutating_calls(), Vec::<String>::new());
 }
@@ -362,7 +276,7 @@ fn exactly_one_daemon_reload_per_run() {
 fn noop_queries_only() {
     let fake = fresh_web_host();
     let r = host(&fake, &example(), &["--noop", "--json"]);
-    r.assert_code(0);
+    r.assert_exit(0);
     assert_shapes(&fake);
     let calls = fake.calls();
     assert!(!calls.is_empty());
@@ -407,7 +321,7 @@ fn noop_on_a_converged_machine_has_no_message() {
         "- service:\n    - web:\n        enable: true\n",
         &["--noop"],
     );
-    r.assert_code(0);
+    r.assert_exit(0);
     let web = resource(&r.json(), "web").clone();
     assert_eq!(web["changed"], false);
     assert_eq!(web["noop_message"], Value::Null);
@@ -419,7 +333,7 @@ fn noop_on_a_converged_machine_has_no_message() {
 #[test]
 fn refresh_restarts_a_running_subscriber() {
     let fake = fresh_web_host();
-    host(&fake, &example(), &[]).assert_code(0);
+    host(&fake, &example(), &[]).assert_exit(0);
     fake.clear_calls();
 
     let r = host(
@@ -427,7 +341,7 @@ fn refresh_restarts_a_running_subscriber() {
         &example(),
         &["--refresh", "file#/etc/httpd/conf/httpd.conf", "--json"],
     );
-    r.assert_code(0);
+    r.assert_exit(0);
     assert_shapes(&fake);
     assert_eq!(fake.mutating_calls(), ["restart --system -- httpd"]);
     let json = r.json();
@@ -452,7 +366,7 @@ fn refresh_starts_a_stopped_subscriber_and_ignores_ensure_stopped() {
         subscribe: [file#/etc/web.conf]
 ";
     let r = manifest(&fake, yaml, &["--refresh", "file#/etc/web.conf"]);
-    r.assert_code(0);
+    r.assert_exit(0);
     assert_eq!(fake.mutating_calls(), ["start --system -- web"]);
     let json = r.json();
     assert_eq!(resource(&json, "web")["refreshed"], false);
@@ -475,7 +389,7 @@ fn subscription_to_a_service_changed_earlier_restarts() {
         subscribe: [file#/etc/web.conf, service#db]
 ";
     let r = manifest(&fake, yaml, &[]);
-    r.assert_code(0);
+    r.assert_exit(0);
     assert_shapes(&fake);
     assert_eq!(
         fake.mutating_calls(),
@@ -489,7 +403,7 @@ fn subscription_to_a_service_changed_earlier_restarts() {
 
     // Converged: db does not change, so web is not restarted.
     fake.clear_calls();
-    manifest(&fake, yaml, &[]).assert_code(0);
+    manifest(&fake, yaml, &[]).assert_exit(0);
     assert_eq!(fake.mutating_calls(), Vec::<String>::new());
 }
 
@@ -506,7 +420,7 @@ fn subscription_to_a_later_service_is_a_policy_error() {
         ensure: running
 ";
     let r = manifest(&fake, yaml, &[]);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
     let json = r.json();
     let errors = errors_of(&json);
@@ -537,7 +451,7 @@ fn start_failure_carries_exit_code_and_stderr() {
         "- service:\n    - web:\n        ensure: running\n        enable: true\n",
         &[],
     );
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_shapes(&fake);
     assert_eq!(
         fake.mutating_calls(),
@@ -584,7 +498,7 @@ fn masked_unit_cannot_be_started_but_counts_as_disabled() {
         enable: false
 ";
     let r = manifest(&fake, yaml, &[]);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_shapes(&fake);
     assert_eq!(fake.mutating_calls(), ["start --system -- web"]);
     let json = r.json();
@@ -606,7 +520,7 @@ fn assert_service_not_found(fake: &FakeSystemctl) {
     let yaml =
         "- service:\n    - nosuch:\n        ensure: running\n    - web:\n        ensure: running\n";
     let r = manifest(fake, yaml, &[]);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_shapes(fake);
     assert_eq!(
         fake.mutating_calls(),
@@ -649,7 +563,7 @@ fn invalid_is_active_output_is_an_error_quoting_it() {
         "- service:\n    - web:\n        ensure: running\n",
         &[],
     );
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(fake.mutating_calls(), Vec::<String>::new());
     let errors = errors_of(resource(&r.json(), "web"));
     assert_any_contains(&errors, "invalid systemctl is-active output");
@@ -671,7 +585,7 @@ fn help_text_from_is_active_is_not_read_as_active() {
         "- service:\n    - web:\n        ensure: stopped\n",
         &[],
     );
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(fake.mutating_calls(), Vec::<String>::new());
     assert_any_contains(
         &errors_of(resource(&r.json(), "web")),
@@ -685,7 +599,7 @@ fn invalid_is_enabled_output_is_an_error_quoting_it() {
     fake.unit("web", "inactive", "disabled")
         .output("is-enabled", "web", "sort-of", 0);
     let r = manifest(&fake, "- service:\n    - web:\n        enable: true\n", &[]);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(fake.mutating_calls(), Vec::<String>::new());
     let errors = errors_of(resource(&r.json(), "web"));
     assert_any_contains(&errors, "invalid systemctl is-enabled output");
@@ -711,7 +625,7 @@ fn hanging_systemctl_times_out() {
     let yaml =
         "- service:\n    - web:\n        ensure: running\n    - db:\n        ensure: running\n";
     let r = manifest(&fake, yaml, &["--systemctl-timeout", "1"]);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert!(
         r.elapsed < Duration::from_secs(20),
         "the run took {:?}",
@@ -749,7 +663,7 @@ fn start_that_leaves_the_unit_stopped_fails_verification() {
         "- service:\n    - web:\n        ensure: running\n",
         &[],
     );
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(fake.mutating_calls(), ["start --system -- web"]);
     let json = r.json();
     let web = resource(&json, "web");
@@ -780,7 +694,7 @@ fn one_failing_resource_does_not_stop_the_others() {
         enable: false
 ";
     let r = manifest(&fake, yaml, &[]);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(
         fake.mutating_calls(),
         [
@@ -819,7 +733,7 @@ fn invalid_names_in_a_manifest_are_rejected_before_any_call() {
         ensure: running
 ";
     let r = manifest(&fake, yaml, &[]);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(
         fake.calls(),
         Vec::<String>::new(),
@@ -877,7 +791,7 @@ fn host_rejects_hostile_names_from_a_guest_that_bypasses_the_sdk() {
         "systemctl ran with a hostile name: {:#?}",
         fake.calls()
     );
-    r.assert_code(1);
+    r.assert_exit(1);
     let json = r.json();
 
     let calls = json_calls(&json);
@@ -914,7 +828,7 @@ fn raw_calls_fixture_reaches_systemctl_with_a_valid_name() {
         &signed_policy("raw-calls-fixture"),
         &["--settings", file.to_str().unwrap(), "--json"],
     );
-    r.assert_code(0);
+    r.assert_exit(0);
     assert_shapes(&fake);
     assert_eq!(
         fake.calls(),
@@ -939,7 +853,7 @@ fn systemctl_runs_with_a_clean_environment() {
         .arg("run")
         .arg(example())
         .args(run_args());
-    run(cmd).assert_code(0);
+    run(cmd).assert_exit(0);
     let envs = fake.env_names();
     assert!(!envs.is_empty());
     for names in envs {
@@ -961,7 +875,7 @@ fn no_systemctl_on_path_is_unavailable() {
         .arg("--json");
     let r = run(cmd);
     let _ = fs::remove_dir(&empty);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(fake.calls(), Vec::<String>::new());
     let json = r.json();
     assert_eq!(json["provider"]["available"], false);
@@ -977,7 +891,7 @@ fn no_systemctl_on_path_is_unavailable() {
 
 #[track_caller]
 fn assert_rejected(fake: &FakeSystemctl, r: &Run, mention: &str) {
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
     let lines: Vec<&str> = r.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "one line on stderr, got:\n{}", r.stderr);
@@ -1034,7 +948,7 @@ fn manifest_yaml_error_names_the_line() {
     fake.unit("httpd", "inactive", "disabled");
     let yaml = "- service:\n    - httpd:\n        ensure: runing\n";
     let r = manifest(&fake, yaml, &[]);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
     let errors = errors_of(&r.json());
     assert_any_contains(&errors, "line 3");
@@ -1047,7 +961,7 @@ fn manifest_yaml_error_names_the_line() {
         &manifest_policy(),
         &["--settings", file.to_str().unwrap()],
     );
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_contains(&format!("{}{}", r.stdout, r.stderr), "line 3");
 }
 
@@ -1057,7 +971,7 @@ fn manifest_yaml_error_names_the_line() {
 fn human_output_has_one_line_per_resource() {
     let fake = fresh_web_host();
     let r = host(&fake, &example(), &[]);
-    r.assert_code(0);
+    r.assert_exit(0);
     for name in [
         "service#httpd",
         "service#legacy-ftpd",
@@ -1099,7 +1013,7 @@ fn failed_daemon_reload_fails_every_resource_and_changes_nothing() {
     let fake = fresh_web_host();
     fake.fail_daemon_reload(1, "Failed to reload daemon: Access denied");
     let r = host(&fake, &example(), &["--json"]);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_shapes(&fake);
     assert_eq!(fake.daemon_reloads(), 1, "{:#?}", fake.calls());
     assert_eq!(fake.mutating_calls(), Vec::<String>::new());
@@ -1133,7 +1047,7 @@ fn non_executable_systemctl_earlier_on_path_is_skipped() {
     let r = run(cmd);
     let _ = fs::remove_dir_all(&decoys);
     let _ = fs::remove_dir_all(&dir_decoys);
-    r.assert_code(0);
+    r.assert_exit(0);
     assert_eq!(fake.daemon_reloads(), 1);
 }
 
@@ -1150,7 +1064,7 @@ fn relative_path_entries_are_not_searched() {
         .args(run_args())
         .arg("--json");
     let r = run(cmd);
-    r.assert_code(1);
+    r.assert_exit(1);
     assert_eq!(fake.calls(), Vec::<String>::new());
     assert_eq!(r.json()["provider"]["available"], false);
 }
