@@ -87,8 +87,11 @@ impl SystemdProvider {
 
     /// `systemctl is-active` and `is-enabled` of `name`.
     pub fn status(&mut self, name: &str) -> Result<Status, ProviderError> {
+        // The clock starts after `checked`, which may make the run's one
+        // daemon-reload: that is recorded as its own call.
+        let checked = self.checked(name);
         let started = Instant::now();
-        let result = self.checked(name).and_then(|service| {
+        let result = checked.and_then(|service| {
             let active = self.systemctl(&["is-active", "--system", "--", service.as_str()])?;
             let running = parse_is_active(&active)?;
             let enabled = self.systemctl(&["is-enabled", "--system", "--", service.as_str()])?;
@@ -111,8 +114,9 @@ impl SystemdProvider {
     /// `systemctl start|stop|restart|enable|disable --system -- NAME`.
     pub fn mutate(&mut self, operation: Operation, name: &str) -> Result<(), ProviderError> {
         debug_assert!(operation.is_mutating());
+        let checked = self.checked(name);
         let started = Instant::now();
-        let result = self.checked(name).and_then(|service| {
+        let result = checked.and_then(|service| {
             if self.config.noop {
                 return Err(ProviderError::Denied(format!(
                     "{operation} {service} refused: this is a noop run"

@@ -8,7 +8,6 @@ pub mod load;
 
 mod meter;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -288,24 +287,20 @@ impl PolicyRuntime {
 
 impl PolicyRuntime {
     /// Runs `f` while a thread advances the engine's epoch every [`EPOCH_TICK`].
+    /// The ticker waits on a channel rather than sleeping, so it ends the
+    /// moment `f` returns (or panics) instead of up to a tick later.
     fn with_epoch_ticker<R>(&self, f: impl FnOnce() -> R) -> R {
-        /// Stops the ticker when dropped, so that a panic in `f` cannot leave
-        /// the scope waiting for the ticker forever.
-        struct StopOnDrop<'a>(&'a AtomicBool);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
-        let done = AtomicBool::new(false);
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         std::thread::scope(|scope| {
-            scope.spawn(|| {
-                while !done.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
+            scope.spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(EPOCH_TICK)
+                {
                     self.engine.increment_epoch();
                 }
             });
-            let _stop = StopOnDrop(&done);
+            // Dropped when `f` returns or unwinds: the ticker's channel disconnects.
+            let _stop = stop;
             f()
         })
     }

@@ -1,0 +1,684 @@
+//! The measurements, the tables made of them, and the targets checked.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::machine::Machine;
+use super::stats::{median, paired_ratios, Stats};
+use super::{Plan, REFERENCE_N};
+
+/// The unit counts of a full run.
+pub const SCALE_SIZES_FULL: [usize; 3] = [10, 100, 300];
+
+/// What the bench read from one `host run --json`.
+#[derive(Debug, Clone, Default)]
+pub struct HostRun {
+    /// Spawn to exit, measured by the agent.
+    pub wall_ms: f64,
+    /// `compile.cache`: hit, miss or disabled.
+    pub compile_cache: String,
+    /// `compile.duration_ms`.
+    pub compile_ms: f64,
+    /// `summary.duration_ms`.
+    pub summary_ms: f64,
+    /// The sum of the calls' `duration_ms`, except the daemon-reload's (the
+    /// first operation's duration already includes it).
+    pub calls_ms: f64,
+    /// The daemon-reload's `duration_ms`.
+    pub reload_ms: f64,
+    /// systemctl processes started (a status call is two).
+    pub systemctl_calls: usize,
+    pub changed: usize,
+    pub success: bool,
+    /// GNU time's maximum RSS, when the run was under `/usr/bin/time`.
+    pub maxrss_kb: Option<u64>,
+}
+
+/// The host and the shell script, measured alternately.
+#[derive(Debug, Clone, Default)]
+pub struct Pair {
+    pub host: Vec<HostRun>,
+    pub script: Vec<f64>,
+    /// Further baselines (at the reference size): name and times.
+    pub extra: Vec<(String, Vec<f64>)>,
+}
+
+impl Pair {
+    pub fn host_ms(&self) -> Vec<f64> {
+        self.host.iter().map(|r| r.wall_ms).collect()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Scale {
+    pub n: usize,
+    pub noop: Pair,
+    pub converge: Pair,
+}
+
+/// One tool's no-op and converge times.
+#[derive(Debug, Clone, Default)]
+pub struct ToolRun {
+    pub noop: Vec<f64>,
+    pub converge: Vec<f64>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ToolRuns {
+    pub n: usize,
+    pub ansible_version: String,
+    pub ansible_module: String,
+    pub puppet_version: String,
+    pub ansible: ToolRun,
+    pub puppet: ToolRun,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Startup {
+    pub cold: Vec<HostRun>,
+    pub warm: Vec<HostRun>,
+    /// Spawn of `host run` to the first start of the systemctl shim.
+    pub cold_first_call_ms: Vec<f64>,
+    pub warm_first_call_ms: Vec<f64>,
+    /// Spawn of the shim itself to its start: its own share of the above.
+    pub shim_ms: Vec<f64>,
+    /// The manifest policy with an empty manifest: no provider call at all.
+    pub empty_warm: Vec<HostRun>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Memory {
+    pub n: usize,
+    pub noop_time_kb: Vec<u64>,
+    pub converge_time_kb: Vec<u64>,
+    pub noop_hwm_kb: Vec<u64>,
+    pub converge_hwm_kb: Vec<u64>,
+}
+
+pub struct Results {
+    pub machine: Machine,
+    pub plan: Plan,
+    pub scale: Vec<Scale>,
+    pub tools: Option<ToolRuns>,
+    pub startup: Startup,
+    pub memory: Memory,
+    pub load_at_end: String,
+    pub duration: Duration,
+}
+
+/// `median (min–max)`.
+fn spread(samples: &[f64]) -> String {
+    match Stats::of(samples) {
+        Some(s) if s.n == 1 => format!("{:.1}", s.median),
+        Some(s) => format!("{:.1} ({:.1}–{:.1})", s.median, s.min, s.max),
+        None => "–".into(),
+    }
+}
+
+/// `ratio (IQR q1–q3)` of paired measurements: the ratio of the medians,
+/// with the interquartile range of the per-repetition ratios.
+fn ratio(numerators: &[f64], denominators: &[f64]) -> String {
+    let r = median(numerators) / median(denominators);
+    match Stats::of(&paired_ratios(numerators, denominators)) {
+        Some(s) if s.n > 1 => format!("{r:.3} (IQR {:.3}–{:.3})", s.q1, s.q3),
+        _ => format!("{r:.3}"),
+    }
+}
+
+fn mib(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+fn verdict(pass: Option<bool>) -> &'static str {
+    match pass {
+        Some(true) => "**PASS**",
+        Some(false) => "**MISS**",
+        None => "not measured",
+    }
+}
+
+struct Target {
+    what: String,
+    measured: String,
+    pass: Option<bool>,
+}
+
+pub fn render(r: &Results) -> String {
+    let mut out = String::new();
+    let m = &r.machine;
+    let mode = if r.plan.quick {
+        "quick run (--quick)"
+    } else {
+        "full run"
+    };
+    let _ = writeln!(out, "## Results: {mode}, {}\n", m.date);
+    let _ = writeln!(
+        out,
+        "- machine: {} CPUs ({}), {} RAM, kernel {}, {}\n- {}, {}\n- host: {}, commit {}\n- load average at start {}, at end {}; the bench took {:.1} min\n",
+        m.cpus,
+        m.cpu_model,
+        m.memory,
+        m.kernel,
+        m.os,
+        m.systemd,
+        m.rustc,
+        m.host,
+        m.commit,
+        m.load_at_start,
+        r.load_at_end,
+        r.duration.as_secs_f64() / 60.0
+    );
+    let _ = writeln!(
+        out,
+        "Times in ms: median (min–max) of the repetitions, each run timed inside the sandbox from spawn to exit. \
+         Ratios: ratio of the medians, with the interquartile range of the per-repetition ratios \
+         (host and baseline run alternately).\n"
+    );
+
+    let mut targets = Vec::new();
+    versus_script(&mut out, r, &mut targets);
+    versus_tools(&mut out, r, &mut targets);
+    startup(&mut out, r, &mut targets);
+    scaling(&mut out, r, &mut targets);
+    memory(&mut out, r, &mut targets);
+    profile(&mut out, r);
+
+    let _ = writeln!(out, "### Targets\n");
+    let _ = writeln!(out, "| target | measured | result |\n|---|---|---|");
+    for t in &targets {
+        let _ = writeln!(out, "| {} | {} | {} |", t.what, t.measured, verdict(t.pass));
+    }
+    out
+}
+
+fn find(r: &Results, n: usize) -> Option<&Scale> {
+    r.scale.iter().find(|s| s.n == n)
+}
+
+fn versus_script(out: &mut String, r: &Results, targets: &mut Vec<Target>) {
+    let _ = writeln!(
+        out,
+        "### 1–2. `host run` vs. the same systemctl calls from a shell script\n\n\
+         Manifest policy, warm compile cache. No-op: the units are already running and enabled \
+         (1 daemon-reload + 2 queries per unit). Converge: before each repetition, outside the timing, \
+         the units are stopped and disabled; the policy starts and enables them \
+         (1 daemon-reload + 6 systemctl calls per unit). The script (`bench/systemctl-*.sh`) makes \
+         exactly the same calls in the same order.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| run | N | reps | host run | shell script | host / script | extra per unit |\n|---|---:|---:|---|---|---|---|"
+    );
+    for (name, converge) in [("no-op", false), ("converge", true)] {
+        for s in &r.scale {
+            let pair = if converge { &s.converge } else { &s.noop };
+            let host = pair.host_ms();
+            let extra = (median(&host) - median(&pair.script)) / s.n as f64;
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} | {} | {} | {} | {extra:+.2} ms |",
+                s.n,
+                host.len(),
+                spread(&host),
+                spread(&pair.script),
+                ratio(&host, &pair.script)
+            );
+        }
+    }
+    let _ = writeln!(out);
+    if let Some(s) = find(r, REFERENCE_N) {
+        let host = s.noop.host_ms();
+        let value = median(&host) / median(&s.noop.script);
+        targets.push(Target {
+            what: format!("no-op overhead vs. bare systemctl at N={REFERENCE_N}, warm: ≤ 1.10"),
+            measured: format!("{value:.3}"),
+            pass: Some(value <= 1.10),
+        });
+    }
+}
+
+fn versus_tools(out: &mut String, r: &Results, targets: &mut Vec<Target>) {
+    let Some(t) = &r.tools else {
+        let _ = writeln!(
+            out,
+            "### 3. Ansible and Puppet\n\nNot measured in this run (--quick or --no-tools).\n"
+        );
+        for what in ["Ansible", "Puppet"] {
+            targets.push(Target {
+                what: format!("{what} no-op at N={REFERENCE_N} / host no-op"),
+                measured: "–".into(),
+                pass: None,
+            });
+        }
+        return;
+    };
+    let Some(s) = find(r, t.n) else { return };
+    let _ = writeln!(
+        out,
+        "### 3. Ansible and Puppet (N = {})\n\n\
+         The same units to the same state, run inside the sandbox. Ansible: `ansible-playbook -c local` \
+         (`bench/ansible-playbook.yml`, `{}` over the units in a loop, one daemon-reload task first, \
+         no fact gathering). Puppet: `puppet apply` (`bench/puppet-manifest.pp`, `service` resources, \
+         `provider => systemd`). No-op runs follow one untimed warm-up; the first converging run is checked instead.\n",
+        t.n, t.ansible_module
+    );
+    let (host_noop, host_conv) = (s.noop.host_ms(), s.converge.host_ms());
+    let _ = writeln!(
+        out,
+        "| tool | reps | no-op | converge | no-op: tool / host | converge: tool / host |\n|---|---:|---|---|---|---|"
+    );
+    let _ = writeln!(
+        out,
+        "| policy host | {} | {} | {} | 1 | 1 |",
+        host_noop.len(),
+        spread(&host_noop),
+        spread(&host_conv)
+    );
+    for (name, version, run, goal) in [
+        ("Ansible", &t.ansible_version, &t.ansible, 20.0),
+        ("Puppet", &t.puppet_version, &t.puppet, 10.0),
+    ] {
+        let noop_ratio = median(&run.noop) / median(&host_noop);
+        let conv_ratio = median(&run.converge) / median(&host_conv);
+        let _ = writeln!(
+            out,
+            "| {name} ({version}) | {} | {} | {} | {noop_ratio:.1}× | {conv_ratio:.1}× |",
+            run.noop.len(),
+            spread(&run.noop),
+            spread(&run.converge)
+        );
+        targets.push(Target {
+            what: format!("{name} no-op at N={} / host no-op: ≥ {goal:.0}×", t.n),
+            measured: if run.noop.is_empty() {
+                run.error.clone().unwrap_or_else(|| "–".into())
+            } else {
+                format!("{noop_ratio:.1}×")
+            },
+            pass: (!run.noop.is_empty()).then_some(noop_ratio >= goal),
+        });
+    }
+    for (name, run) in [("Ansible", &t.ansible), ("Puppet", &t.puppet)] {
+        if let Some(error) = &run.error {
+            let _ = writeln!(out, "\n{name} failed: `{}`", error.replace('\n', " "));
+        }
+    }
+    let _ = writeln!(out);
+}
+
+fn startup(out: &mut String, r: &Results, targets: &mut Vec<Target>) {
+    let st = &r.startup;
+    let walls = |runs: &[HostRun]| runs.iter().map(|r| r.wall_ms).collect::<Vec<_>>();
+    let field = |runs: &[HostRun], f: fn(&HostRun) -> f64| runs.iter().map(f).collect::<Vec<_>>();
+    let (cold, warm) = (walls(&st.cold), walls(&st.warm));
+    let shim = median(&st.shim_ms);
+    let corrected = |xs: &[f64]| xs.iter().map(|x| x - shim).collect::<Vec<_>>();
+    let (cold_first, warm_first) = (
+        corrected(&st.cold_first_call_ms),
+        corrected(&st.warm_first_call_ms),
+    );
+    let _ = writeln!(
+        out,
+        "### 4. Start-up: the example policy (3 units, already converged), cold and warm\n\n\
+         Cold: an empty `--cache-dir` before each run (the policy is compiled, then stored); warm: \
+         the compiled policy is loaded from the cache. Each run makes 1 daemon-reload and 6 queries. \
+         \"To first systemctl call\": a `systemctl` shim first on the host's `PATH` notes when it is \
+         started; shown is spawn of `host run` → that moment, minus the shim's own start-up \
+         ({shim:.2} ms, measured by spawning it directly). The compile and \"outside the calls\" \
+         rows come from the JSON report.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| {} reps | cold (empty cache) | warm (cache hit) | cold / warm |\n|---|---|---|---|",
+        cold.len()
+    );
+    let outside = |runs: &[HostRun]| {
+        runs.iter()
+            .map(|r| r.summary_ms - r.calls_ms)
+            .collect::<Vec<_>>()
+    };
+    let compile = |runs: &[HostRun]| field(runs, |r| r.compile_ms);
+    for (name, c, w) in [
+        ("whole `host run`", cold.clone(), warm.clone()),
+        (
+            "process start → first systemctl call",
+            cold_first.clone(),
+            warm_first.clone(),
+        ),
+        (
+            "`compile.duration_ms` (compile or cache load, and link)",
+            compile(&st.cold),
+            compile(&st.warm),
+        ),
+        (
+            "`summary.duration_ms` − Σ calls' `duration_ms`",
+            outside(&st.cold),
+            outside(&st.warm),
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {:.1}× |",
+            spread(&c),
+            spread(&w),
+            median(&c) / median(&w)
+        );
+    }
+    let empty = walls(&st.empty_warm);
+    let _ = writeln!(
+        out,
+        "\nA warm run of the manifest policy with an empty manifest (no provider call at all, \
+         start to exit): {} ms.\n",
+        spread(&empty)
+    );
+    // The target is checked on the uncorrected time: an upper bound.
+    let warm_value = median(&st.warm_first_call_ms);
+    targets.push(Target {
+        what: "warm start → first provider call: < 10 ms".into(),
+        measured: format!(
+            "{warm_value:.1} ms (less the shim's start-up: {:.1} ms)",
+            median(&warm_first)
+        ),
+        pass: (!warm_first.is_empty()).then_some(warm_value < 10.0),
+    });
+    let cold_value = median(&cold);
+    targets.push(Target {
+        what: "cold start of the example policy: < 500 ms".into(),
+        measured: format!(
+            "{cold_value:.1} ms whole run; {:.1} ms to the first call",
+            median(&cold_first)
+        ),
+        pass: (!cold.is_empty()).then_some(cold_value < 500.0),
+    });
+}
+
+fn scaling(out: &mut String, r: &Results, targets: &mut Vec<Target>) {
+    let _ = writeln!(
+        out,
+        "### 5. Scaling: time per unit\n\n\
+         Per unit: median run time / N, which includes each run's fixed costs (start-up, the \
+         daemon-reload) and so falls with N. Marginal: the cost of one more unit, \
+         (t(N₂) − t(N₁)) / (N₂ − N₁), from the medians; flat scaling means equal marginal costs. \
+         The what-ifs (section \"Where the host's time goes\") are shown too: they tell the cost \
+         of systemd's own work apart from the cost of one process per call.\n"
+    );
+    let sizes: Vec<usize> = r.scale.iter().map(|s| s.n).collect();
+    let mut header = String::from("| run | ");
+    let mut rule = String::from("|---|");
+    for n in &sizes {
+        let _ = write!(header, "N={n} | ");
+        rule.push_str("---:|");
+    }
+    for w in sizes.windows(2) {
+        let _ = write!(header, "marginal {}→{} | ", w[0], w[1]);
+        rule.push_str("---:|");
+    }
+    header.push_str("marginal max/min |");
+    rule.push_str("---:|");
+    let _ = writeln!(out, "{header}\n{rule}");
+    for (name, converge) in [("no-op", false), ("converge", true)] {
+        let pair_of = |s: &'_ Scale| {
+            if converge {
+                s.converge.clone()
+            } else {
+                s.noop.clone()
+            }
+        };
+        // The host, the script, and the baselines measured at every size.
+        let mut sides = vec!["host".to_owned(), "script".to_owned()];
+        if let Some(first) = r.scale.first() {
+            for (extra, _) in &pair_of(first).extra {
+                if r.scale
+                    .iter()
+                    .all(|s| pair_of(s).extra.iter().any(|(n, _)| n == extra))
+                {
+                    sides.push(extra.clone());
+                }
+            }
+        }
+        for side in &sides {
+            let totals: Vec<f64> = r
+                .scale
+                .iter()
+                .map(|s| {
+                    let pair = pair_of(s);
+                    match side.as_str() {
+                        "host" => median(&pair.host_ms()),
+                        "script" => median(&pair.script),
+                        extra => pair
+                            .extra
+                            .iter()
+                            .find(|(n, _)| n == extra)
+                            .map_or(f64::NAN, |(_, t)| median(t)),
+                    }
+                })
+                .collect();
+            let mut row = format!("| {name}, {side} | ");
+            for (t, n) in totals.iter().zip(&sizes) {
+                let _ = write!(row, "{:.2} ms | ", t / *n as f64);
+            }
+            let marginals: Vec<f64> = totals
+                .windows(2)
+                .zip(sizes.windows(2))
+                .map(|(t, n)| (t[1] - t[0]) / (n[1] - n[0]) as f64)
+                .collect();
+            for m in &marginals {
+                let _ = write!(row, "{m:.2} ms | ");
+            }
+            let flat = flatness(&marginals);
+            let _ = write!(row, "{} |", flat.map_or("–".into(), |f| format!("{f:.2}")));
+            let _ = writeln!(out, "{row}");
+            if side == "host" {
+                let measured = if marginals.len() >= 2 {
+                    format!(
+                        "{} (marginal {})",
+                        flat.map_or("–".into(), |f| format!("{f:.2}")),
+                        marginals
+                            .iter()
+                            .map(|m| format!("{m:.2}"))
+                            .collect::<Vec<_>>()
+                            .join(" / ")
+                            + " ms"
+                    )
+                } else {
+                    "needs N = 10, 100 and 300 (full run)".into()
+                };
+                targets.push(Target {
+                    what: format!("{name}: per-unit cost flat from N=10 to N=300: ≤ 1.2×"),
+                    measured,
+                    pass: (marginals.len() >= 2 && sizes.contains(&300))
+                        .then(|| flat.is_some_and(|f| f <= 1.2)),
+                });
+            }
+        }
+    }
+    let _ = writeln!(out);
+}
+
+/// The largest marginal cost over the smallest.
+fn flatness(marginals: &[f64]) -> Option<f64> {
+    if marginals.len() < 2 {
+        return None;
+    }
+    let max = marginals.iter().copied().fold(f64::MIN, f64::max);
+    let min = marginals.iter().copied().fold(f64::MAX, f64::min);
+    (min > 0.0).then_some(max / min)
+}
+
+fn memory(out: &mut String, r: &Results, targets: &mut Vec<Target>) {
+    let m = &r.memory;
+    let max = |xs: &[u64]| xs.iter().copied().max();
+    let show = |kb: Option<u64>| kb.map_or("–".into(), |kb| format!("{:.1} MiB", mib(kb)));
+    let _ = writeln!(
+        out,
+        "### 6. Peak resident memory at N = {}\n\n\
+         GNU time's maximum RSS (`/usr/bin/time -f %M` around every timed run at this size, host \
+         and script alike: the larger of the host process and its largest child, a systemctl), \
+         and the host's own `VmHWM`, sampled from `/proc` every millisecond in separate no-op \
+         runs. Largest value over the runs (count in brackets).\n",
+        m.n
+    );
+    let _ = writeln!(
+        out,
+        "| run | max RSS (GNU time) | VmHWM (sampled) |\n|---|---|---|"
+    );
+    for (name, time, hwm) in [
+        ("no-op", &m.noop_time_kb, &m.noop_hwm_kb),
+        ("converge", &m.converge_time_kb, &m.converge_hwm_kb),
+    ] {
+        let _ = writeln!(
+            out,
+            "| {name} | {} ({}) | {} ({}) |",
+            show(max(time)),
+            time.len(),
+            show(max(hwm)),
+            hwm.len()
+        );
+    }
+    let _ = writeln!(out);
+    let peak = [
+        max(&m.noop_time_kb),
+        max(&m.converge_time_kb),
+        max(&m.noop_hwm_kb),
+    ]
+    .into_iter()
+    .flatten()
+    .max();
+    targets.push(Target {
+        what: format!(
+            "peak memory at N=300: < 50 MiB{}",
+            if m.n == 300 {
+                String::new()
+            } else {
+                format!(" (measured at N={})", m.n)
+            }
+        ),
+        measured: show(peak),
+        pass: peak.filter(|_| m.n == 300).map(|kb| mib(kb) < 50.0),
+    });
+}
+
+/// How one cell of a profile row is computed from a measurement.
+type Cell<'a> = Box<dyn Fn(&Pair) -> String + 'a>;
+
+/// Where the host's time goes, at the reference and the largest size.
+fn profile(out: &mut String, r: &Results) {
+    let mut columns: Vec<(String, &Pair)> = Vec::new();
+    let largest = r.scale.iter().map(|s| s.n).max().unwrap_or(0);
+    for s in &r.scale {
+        if s.n == REFERENCE_N || s.n == largest {
+            columns.push((format!("no-op, N={}", s.n), &s.noop));
+            columns.push((format!("converge, N={}", s.n), &s.converge));
+        }
+    }
+    if columns.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "### Where the host's time goes (warm; medians, ms)\n\n\
+         Baselines run in turn with the host, in the same repetitions (in brackets: host time / \
+         baseline time, the ratio of the medians). At N = {REFERENCE_N} (no-op) also: the script \
+         with the environment the host gives systemctl (`env -i PATH=... LANG=C LC_ALL=C`); a \
+         native loop, the bench's own Rust binary spawning the same systemctl commands one after \
+         the other as the host's provider does (clean environment, pipes, no WebAssembly), reading \
+         both pipes on its one thread; and the same loop reading each pipe on a thread spawned per \
+         command, as the host does. The what-ifs are not equivalent to what the host does: they \
+         show what fewer systemctl processes would cost (`bench/what-if-*.sh`). Inside/outside the \
+         calls: from the host's JSON report (the daemon-reload is its own call there, counted \
+         once).\n"
+    );
+    let mut header = String::from("| |");
+    let mut rule = String::from("|---|");
+    for (name, _) in &columns {
+        let _ = write!(header, " {name} |");
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(out, "{header}\n{rule}");
+
+    let host = |p: &Pair| median(&p.host_ms());
+    let field =
+        |p: &Pair, f: fn(&HostRun) -> f64| median(&p.host.iter().map(f).collect::<Vec<_>>());
+    let calls = |p: &Pair| p.host.first().map_or(1, |r| r.systemctl_calls.max(1)) as f64;
+    let extra = |p: &Pair, name: &str| {
+        p.extra
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| median(t))
+            .unwrap_or(f64::NAN)
+    };
+    let versus = |ms: f64, p: &Pair| format!("{ms:.1} (×{:.3})", host(p) / ms);
+    let mut rows: Vec<(String, Cell)> = vec![
+        (
+            "systemctl processes per run".into(),
+            Box::new(|p| format!("{:.0}", calls(p))),
+        ),
+        (
+            "`host run`, spawn to exit".into(),
+            Box::new(|p| format!("{:.1}", host(p))),
+        ),
+        (
+            "shell script".into(),
+            Box::new(|p| versus(median(&p.script), p)),
+        ),
+    ];
+    let mut names: Vec<String> = Vec::new();
+    for (_, pair) in &columns {
+        for (name, _) in &pair.extra {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    for name in names {
+        rows.push((name.clone(), Box::new(move |p| versus(extra(p, &name), p))));
+    }
+    rows.push((
+        "shell script, per systemctl process".into(),
+        Box::new(|p| format!("{:.2}", median(&p.script) / calls(p))),
+    ));
+    for name in [super::NATIVE_LOOP, super::NATIVE_LOOP_THREADS] {
+        rows.push((
+            format!("{name}, per systemctl process"),
+            Box::new(move |p| format!("{:.2}", extra(p, name) / calls(p))),
+        ));
+    }
+    rows.push((
+        "host: inside its calls (Σ `duration_ms`)".into(),
+        Box::new(|p| format!("{:.1}", field(p, |r| r.calls_ms))),
+    ));
+    rows.push((
+        "host: per systemctl process, as the host times it".into(),
+        Box::new(|p| format!("{:.2}", field(p, |r| r.calls_ms) / calls(p))),
+    ));
+    rows.push((
+        "host: of which the daemon-reload".into(),
+        Box::new(|p| format!("{:.1}", field(p, |r| r.reload_ms))),
+    ));
+    rows.push((
+        "host: outside its calls (spawn to exit − Σ)".into(),
+        Box::new(|p| format!("{:.1}", host(p) - field(p, |r| r.calls_ms))),
+    ));
+    rows.push((
+        "… of which in `main` (`summary.duration_ms` − Σ)".into(),
+        Box::new(|p| format!("{:.1}", field(p, |r| r.summary_ms - r.calls_ms))),
+    ));
+    rows.push((
+        "… of which cache load + link (`compile.duration_ms`)".into(),
+        Box::new(|p| format!("{:.1}", field(p, |r| r.compile_ms))),
+    ));
+    for (name, value) in &rows {
+        let mut line = format!("| {name} |");
+        for (_, pair) in &columns {
+            let text = value(pair);
+            let text = if text.contains("NaN") {
+                "–".to_owned()
+            } else {
+                text
+            };
+            let _ = write!(line, " {text} |");
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out);
+}

@@ -1,0 +1,16 @@
+//! `cargo run --release -p policy-host-e2e --bin bench -- [--quick]`: how fast
+//! `host run` is against a real systemd, compared with the same systemctl
+//! calls made by a shell script, and with Ansible and Puppet managing the
+//! same units. See BENCHMARKS.md for what is measured and the last results.
+//!
+//! Not part of the test suite: it takes minutes, and its numbers depend on
+//! the machine. The work is in `tests/src/bench/`.
+
+use std::process::ExitCode;
+
+#[path = "../bench/mod.rs"]
+mod bench;
+
+fn main() -> ExitCode {
+    bench::main()
+}
