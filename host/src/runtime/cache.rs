@@ -164,7 +164,7 @@ impl CompileCache {
 /// Owned by root or by us, not a symlink, and writable by no one else.
 fn check_safe(path: &Path, is_dir: bool) -> Result<(), String> {
     let meta = fs::symlink_metadata(path).map_err(|e| e.to_string())?;
-    let euid = rustix_euid();
+    let euid = effective_uid();
     if meta.file_type().is_symlink() {
         return Err("it is a symbolic link".into());
     }
@@ -189,7 +189,7 @@ fn check_safe(path: &Path, is_dir: bool) -> Result<(), String> {
 }
 
 /// The effective user id, from `/proc/self` (avoids an FFI dependency for one number).
-fn rustix_euid() -> u32 {
+fn effective_uid() -> u32 {
     fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
 }
 

@@ -77,7 +77,6 @@ impl HostState {
     ) -> HostResult<T> {
         self.meter.admit_call()?;
         let started = Instant::now();
-        self.provider.set_deadline(self.meter.wall_deadline());
         let result = f(&mut self.provider);
         self.meter.add_host_time(started.elapsed());
         Ok(result.map_err(to_wit_error))
@@ -250,6 +249,9 @@ impl PolicyRuntime {
             clock,
         };
         let mut store = Store::new(&self.engine, state);
+        // No systemctl command may outlive the run's wall-clock limit.
+        let deadline = store.data().meter.wall_deadline();
+        store.data_mut().provider.set_deadline(deadline);
         store.limiter(|s| &mut s.memory);
         store.set_epoch_deadline(Meter::ticks(
             self.limits.cpu_time.min(self.limits.wall_clock),
