@@ -1,5 +1,5 @@
-//! The service type's apply logic: the seed design's two phases, idempotent,
-//! with noop mode and verification of the final state.
+//! The service type's apply logic: two phases, idempotent, with noop mode and
+//! verification of the final state (docs/service-type.md).
 
 use std::collections::HashSet;
 
@@ -9,15 +9,17 @@ use crate::report::{noop_message, Action, Event, FinalState, Report, RequestedSt
 use crate::resource_ref::ResourceRef;
 use crate::service::Ensure;
 
-/// How the host asked the policy to run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunOptions {
-    /// Query only; make no mutating call.
-    pub noop: bool,
-    /// `type#name` references that changed outside the policy.
-    pub refreshed: Vec<String>,
-    /// The settings document, as text.
-    pub settings: Option<String>,
+pub use crate::contract::RunOptions;
+
+/// A normal run: changes allowed, nothing refreshed, no settings.
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            noop: false,
+            refreshed: Vec::new(),
+            settings: None,
+        }
+    }
 }
 
 impl RunOptions {
@@ -122,7 +124,8 @@ fn enable_action(desired: Option<bool>, enabled: bool) -> Option<Action> {
     }
 }
 
-/// The seed's `isDesiredState`: ensure must match; enable only when set.
+/// The desired-state check (docs/service-type.md, "Verification"): ensure
+/// must match; enable only when set.
 fn is_desired(service: &ValidService, found: Observed) -> bool {
     found.ensure == service.ensure && service.enable.is_none_or(|want| want == found.enabled)
 }
@@ -164,7 +167,12 @@ fn apply_service(
 
     let found = match provider.status(&service.name) {
         Ok(status) => Observed::from(&status),
-        Err(e) => return fail(event, format!("status of {}: {e}", service.name)),
+        Err(e) => {
+            return fail(
+                event,
+                format!("status of {}: {}", service.name, e.message()),
+            )
+        }
     };
     let triggered = service.subscribe.iter().any(|r| changed.contains(r));
     let planned: Vec<Action> = running_action(service.ensure, found.ensure, triggered)
@@ -186,9 +194,12 @@ fn apply_service(
             event.refreshed &= event.actions.contains(&Action::Restarted);
             event.changed = !event.actions.is_empty();
             event.failed = true;
-            event
-                .errors
-                .push(format!("{} {}: {e}", action.operation(), service.name));
+            event.errors.push(format!(
+                "{} {}: {}",
+                action.operation(),
+                service.name,
+                e.message()
+            ));
             break;
         }
         event.actions.push(action);
@@ -209,9 +220,11 @@ fn apply_service(
         }
         Err(e) => {
             event.failed = true;
-            event
-                .errors
-                .push(format!("status of {} after changes: {e}", service.name));
+            event.errors.push(format!(
+                "status of {} after changes: {}",
+                service.name,
+                e.message()
+            ));
         }
     }
     event

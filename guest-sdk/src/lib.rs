@@ -331,6 +331,7 @@
 //! ```
 
 mod apply;
+pub mod contract;
 pub mod manifest;
 pub mod name;
 mod policy;
@@ -597,14 +598,12 @@ macro_rules! export_policy {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             struct ExportedPolicy;
-            impl $crate::wasm::bindings::Guest for ExportedPolicy {
-                fn run(
-                    options: $crate::wasm::bindings::policy_host::policy::types::RunOptions,
-                ) -> $crate::wasm::bindings::policy_host::policy::types::Report {
+            impl $crate::contract::bindings::Guest for ExportedPolicy {
+                fn run(options: $crate::RunOptions) -> $crate::Report {
                     $crate::wasm::run_exported($policy_fn, options)
                 }
             }
-            $crate::wasm::bindings::__export_policy_world!(ExportedPolicy with_types_in $crate::wasm::bindings);
+            $crate::contract::bindings::__export_policy_world!(ExportedPolicy with_types_in $crate::contract::bindings);
         };
         #[cfg(not(target_arch = "wasm32"))]
         const _: () = {

@@ -5,49 +5,43 @@
 
 use std::fmt;
 
-use serde::Serialize;
-use thiserror::Error;
-
 use crate::name::ServiceName;
 
-/// What `status` found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ServiceStatus {
-    pub name: String,
-    pub provider: String,
-    pub enabled: bool,
-    pub running: bool,
-}
+pub use crate::contract::{Operation, ProviderError, ServiceStatus};
 
-/// Why a provider operation failed, as the host reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ProviderError {
-    #[error("{0}")]
-    InvalidName(String),
-    #[error("service not found: {0}")]
-    NotFound(String),
-    #[error("{0}")]
-    CommandFailed(String),
-    #[error("{0}")]
-    TimedOut(String),
-    #[error("{0}")]
-    Unavailable(String),
-    #[error("{0}")]
-    Denied(String),
-    #[error("{0}")]
-    LimitExceeded(String),
-}
+impl ProviderError {
+    /// The whole message, ready to show: whoever raises the error writes it
+    /// (the host, or the simulator in native tests) and nobody adds to it.
+    /// The generated `Display` is the `Debug` form; use this instead.
+    pub fn message(&self) -> &str {
+        match self {
+            ProviderError::InvalidName(m)
+            | ProviderError::NotFound(m)
+            | ProviderError::CommandFailed(m)
+            | ProviderError::TimedOut(m)
+            | ProviderError::Unavailable(m)
+            | ProviderError::Denied(m)
+            | ProviderError::LimitExceeded(m) => m,
+        }
+    }
 
-/// A provider operation, as recorded by the simulator and named in errors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Operation {
-    Status,
-    Start,
-    Stop,
-    Restart,
-    Enable,
-    Disable,
+    /// The error's case as the contract names it (`not-found`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProviderError::InvalidName(_) => "invalid-name",
+            ProviderError::NotFound(_) => "not-found",
+            ProviderError::CommandFailed(_) => "command-failed",
+            ProviderError::TimedOut(_) => "timed-out",
+            ProviderError::Unavailable(_) => "unavailable",
+            ProviderError::Denied(_) => "denied",
+            ProviderError::LimitExceeded(_) => "limit-exceeded",
+        }
+    }
+
+    /// The error for a unit that does not exist, worded as the host words it.
+    pub fn not_found(service: &str) -> Self {
+        ProviderError::NotFound(format!("service not found: {service}"))
+    }
 }
 
 impl Operation {

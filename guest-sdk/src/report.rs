@@ -1,20 +1,10 @@
 //! What a run reports: one event per resource.
+//!
+//! The types are the contract's ([`crate::contract`]); this module adds the
+//! phrases and the queries a policy's tests use.
 
-use serde::Serialize;
-
+pub use crate::contract::{Action, Event, FinalState, Report, RequestedState};
 use crate::provider::Operation;
-use crate::service::Ensure;
-
-/// A change made to a service, or that would have been made in noop mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    Started,
-    Stopped,
-    Restarted,
-    Enabled,
-    Disabled,
-}
 
 impl Action {
     /// The provider operation that performs this action.
@@ -28,7 +18,7 @@ impl Action {
         }
     }
 
-    /// The seed design's noop phrase, lower-case after the first.
+    /// The noop phrase (docs/service-type.md, "Noop mode and its messages"), lower-case after the first.
     fn noop_phrase(self) -> &'static str {
         match self {
             Action::Started => "started",
@@ -50,7 +40,7 @@ impl Action {
     }
 }
 
-/// "Would have started, would have enabled": the seed's phrases joined in order.
+/// "Would have started, would have enabled": the phrases joined in order.
 pub fn noop_message(actions: &[Action]) -> Option<String> {
     let (first, rest) = actions.split_first()?;
     let mut message = format!("Would have {}", first.noop_phrase());
@@ -59,45 +49,6 @@ pub fn noop_message(actions: &[Action]) -> Option<String> {
         message.push_str(action.noop_phrase());
     }
     Some(message)
-}
-
-/// The desired state as the policy declared it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct RequestedState {
-    pub ensure: Ensure,
-    pub enable: Option<bool>,
-}
-
-/// The state found when the resource was done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct FinalState {
-    pub ensure: Ensure,
-    pub enabled: bool,
-}
-
-/// One resource's outcome.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Event {
-    /// `service#NAME`.
-    pub resource: String,
-    pub changed: bool,
-    pub refreshed: bool,
-    pub noop: bool,
-    pub noop_message: Option<String>,
-    pub actions: Vec<Action>,
-    pub failed: bool,
-    pub errors: Vec<String>,
-    pub requested: RequestedState,
-    #[serde(rename = "final")]
-    pub final_state: Option<FinalState>,
-}
-
-/// The outcome of one run of a policy.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Report {
-    pub events: Vec<Event>,
-    /// Problems with the policy as a whole; when any is present nothing was applied.
-    pub errors: Vec<String>,
 }
 
 impl Report {
@@ -235,6 +186,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::Ensure;
 
     fn event(resource: &str, actions: &[Action], failed: bool) -> Event {
         Event {
@@ -308,7 +260,7 @@ mod tests {
     }
 
     #[test]
-    fn noop_message_joins_the_seed_phrases() {
+    fn noop_message_joins_the_phrases() {
         assert_eq!(noop_message(&[]), None);
         assert_eq!(
             noop_message(&[Action::Started]).as_deref(),

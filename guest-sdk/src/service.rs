@@ -2,18 +2,28 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Desired (or found) running state. Defaults to [`Ensure::Running`], as in the seed design.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Ensure {
-    #[default]
-    Running,
-    Stopped,
+pub use crate::contract::Ensure;
+
+/// Desired (or found) running state; `running` unless a policy says otherwise
+/// (docs/service-type.md, "Ensure").
+impl Default for Ensure {
+    fn default() -> Self {
+        Ensure::Running
+    }
 }
 
 impl Ensure {
+    /// Reads `running` or `stopped`, as settings and manifests spell them.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "running" => Some(Ensure::Running),
+            "stopped" => Some(Ensure::Stopped),
+            _ => None,
+        }
+    }
+
     /// The state a service is in when `running` says whether it runs.
     pub fn from_running(running: bool) -> Self {
         if running {
@@ -34,6 +44,20 @@ impl Ensure {
 impl fmt::Display for Ensure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Ensure {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Ensure {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ensure::parse(&text)
+            .ok_or_else(|| serde::de::Error::unknown_variant(&text, &["running", "stopped"]))
     }
 }
 

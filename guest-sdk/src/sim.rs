@@ -215,7 +215,7 @@ impl SimulatedSystem {
         let unit = self
             .units
             .get_mut(service.as_str())
-            .ok_or_else(|| ProviderError::NotFound(service.to_string()))?;
+            .ok_or_else(|| ProviderError::not_found(service.as_str()))?;
         match fault {
             Some(Fault::Fail(error)) => Err(error),
             Some(Fault::NoEffect) => Ok(()),

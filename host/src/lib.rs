@@ -9,6 +9,8 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod contract;
+pub mod guest;
 pub mod limits;
 pub mod lock;
 pub mod logging;
@@ -17,3 +19,4 @@ pub mod report;
 pub mod runtime;
 pub mod service_name;
 pub mod signature;
+pub mod text;

@@ -9,18 +9,22 @@ use anyhow::{bail, Context as _};
 
 use crate::cli::RunArgs;
 use crate::config::{HostConfig, DEFAULT_CONFIG_FILE};
+use crate::contract::RunOptions;
+use crate::guest::GuestOutcome;
 use crate::limits::Limits;
 use crate::lock::{RunLock, Wait};
 use crate::provider::runner::{find_in_path, ProcessRunner};
+use crate::provider::Provider;
 use crate::provider::{SystemdConfig, SystemdProvider, UnitAllowlist};
 use crate::report::{
-    millis, render_human, render_metrics, CompileInfo, ProviderInfo, Report, RunRecord, RunReport,
+    render_human, render_metrics, CompileInfo, ProviderInfo, Report, RunRecord, RunReport,
     SignatureReport, Style, Verbosity,
 };
-use crate::runtime::{CompileCache, PolicyInput, PolicyRuntime};
+use crate::runtime::{CompileCache, PolicyRuntime};
 use crate::signature::{
     load_trusted_keys, read_signature, signature_path_for, verify_bytes, DEFAULT_TRUSTED_KEYS_DIR,
 };
+use crate::text::millis;
 
 /// The default per-command systemctl timeout.
 const DEFAULT_SYSTEMCTL_TIMEOUT: f64 = 90.0;
@@ -137,7 +141,7 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
     let systemctl = std::env::var_os("PATH")
         .and_then(|path| find_in_path("systemctl", &path))
         .ok_or_else(|| "systemctl not found on PATH".to_owned());
-    let mut provider = SystemdProvider::new(
+    let mut provider: Box<dyn Provider> = Box::new(SystemdProvider::new(
         SystemdConfig {
             systemctl,
             timeout: settings.systemctl_timeout,
@@ -145,7 +149,7 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
             allow: settings.allow,
         },
         Box::new(ProcessRunner),
-    );
+    ));
     let provider_info = ProviderInfo {
         name: provider.name(),
         available: provider.unavailable_reason().is_none(),
@@ -156,12 +160,12 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
     let mut reports = Vec::with_capacity(loaded.len());
     for (index, (path, signature, policy)) in loaded.into_iter().enumerate() {
         let policy_started = if index == 0 { started } else { Instant::now() };
-        let input = PolicyInput {
+        let options = RunOptions {
             noop: args.noop,
             refreshed: refreshed.clone(),
             settings: policy_settings.clone(),
         };
-        let run = runtime.run(&policy, input, provider)?;
+        let run = runtime.run(&policy, options, provider)?;
         provider = run.provider;
         if let Err(failure) = &run.outcome {
             tracing::error!(policy = %path.display(), class = failure.class, "policy failed: {}", failure.message);
@@ -175,12 +179,12 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
                 duration_ms: millis(policy.load_time),
             },
             provider: provider_info.clone(),
-            outcome: run.outcome,
+            outcome: GuestOutcome::new(run.outcome, settings.limits.report_bytes),
             calls: provider.take_calls(),
             log: run.log,
             duration: policy_started.elapsed(),
         };
-        let report = RunReport::new(record, settings.limits.report_bytes);
+        let report = RunReport::new(record);
         // What this policy changed counts as changed for the policies after it.
         refreshed.extend(
             report

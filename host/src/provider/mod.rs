@@ -7,99 +7,64 @@ pub mod parse;
 pub mod runner;
 pub mod systemd;
 
-use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use thiserror::Error;
+use serde::{Serialize, Serializer};
 
+use crate::contract::{Operation, ProviderError, ServiceStatus};
 pub use allow::UnitAllowlist;
 pub use systemd::{SystemdConfig, SystemdProvider};
 
-/// Why an operation failed; mirrors the WIT `provider-error` variant.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ProviderError {
-    #[error("{0}")]
-    InvalidName(String),
-    #[error("service not found: {0}")]
-    NotFound(String),
-    #[error("{0}")]
-    CommandFailed(String),
-    #[error("{0}")]
-    TimedOut(String),
-    #[error("{0}")]
-    Unavailable(String),
-    #[error("{0}")]
-    Denied(String),
-    #[error("{0}")]
-    LimitExceeded(String),
+/// What the runtime needs of a provider: the guest's operations, the run's
+/// deadline and the record of what was executed. A trait, so that the
+/// runtime's metering is tested in process with a provider of the test's own.
+pub trait Provider: Send {
+    /// The name a `status` answer carries ("systemd").
+    fn name(&self) -> &'static str;
+    /// `None` when the provider can work; otherwise why not.
+    fn unavailable_reason(&self) -> Option<&str>;
+    fn status(&mut self, name: &str) -> Result<ServiceStatus, ProviderError>;
+    /// Runs one of the five mutating operations.
+    fn mutate(&mut self, operation: Operation, name: &str) -> Result<(), ProviderError>;
+    /// No command may run past `deadline` (the run's wall-clock limit).
+    fn set_deadline(&mut self, deadline: Instant);
+    /// The calls recorded so far, leaving none: several policies share one
+    /// provider (and its one reload), each report gets its own calls.
+    fn take_calls(&mut self) -> Vec<CallRecord>;
 }
 
-impl ProviderError {
-    /// The outcome name used in reports.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ProviderError::InvalidName(_) => "invalid-name",
-            ProviderError::NotFound(_) => "not-found",
-            ProviderError::CommandFailed(_) => "command-failed",
-            ProviderError::TimedOut(_) => "timed-out",
-            ProviderError::Unavailable(_) => "unavailable",
-            ProviderError::Denied(_) => "denied",
-            ProviderError::LimitExceeded(_) => "limit-exceeded",
-        }
-    }
-}
-
-/// What `status` found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Status {
-    pub name: String,
-    pub enabled: bool,
-    pub running: bool,
-}
-
-/// The operations of a run, as recorded in the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Operation {
+/// What the host executed: an operation a guest asked for, or the run's own
+/// daemon-reload, which no guest can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
     DaemonReload,
-    Status,
-    Start,
-    Stop,
-    Restart,
-    Enable,
-    Disable,
+    Guest(Operation),
 }
 
-impl Operation {
-    /// The systemctl verb of a mutating operation.
+impl Call {
     pub fn verb(self) -> &'static str {
         match self {
-            Operation::DaemonReload => "daemon-reload",
-            Operation::Status => "status",
-            Operation::Start => "start",
-            Operation::Stop => "stop",
-            Operation::Restart => "restart",
-            Operation::Enable => "enable",
-            Operation::Disable => "disable",
+            Call::DaemonReload => "daemon-reload",
+            Call::Guest(operation) => operation.verb(),
         }
     }
 
+    /// True for the calls that can change a unit.
     pub fn is_mutating(self) -> bool {
-        !matches!(self, Operation::Status | Operation::DaemonReload)
+        matches!(self, Call::Guest(operation) if operation.is_mutating())
     }
 }
 
-impl fmt::Display for Operation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.verb())
+impl Serialize for Call {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.verb())
     }
 }
 
 /// One operation the host carried out (or refused) during a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallRecord {
-    pub operation: Operation,
+    pub operation: Call,
     /// The name as the guest sent it (checked or not); `None` for daemon-reload.
     pub service: Option<String>,
     /// `ok` or the error kind (`invalid-name`, `command-failed`, ...).
@@ -109,6 +74,6 @@ pub struct CallRecord {
     pub duration: Duration,
 }
 
-fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(crate::report::millis(*d))
+fn as_millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(crate::text::millis(*d))
 }

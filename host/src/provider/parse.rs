@@ -1,8 +1,10 @@
-//! Reading `systemctl is-active` and `is-enabled`, per the seed's tables.
+//! Reading `systemctl is-active` and `is-enabled` (docs/service-type.md,
+//! "Reading status").
 
 use super::runner::CommandOutput;
-use super::ProviderError;
+use crate::contract::ProviderError;
 use crate::service_name::quote;
+use crate::text::truncate;
 
 /// The most of a command's stderr kept in an error message.
 const MAX_STDERR_IN_MESSAGE: usize = 2000;
@@ -31,9 +33,9 @@ pub fn parse_is_enabled(service: &str, output: &CommandOutput) -> Result<bool, P
         "enabled" | "enabled-runtime" | "alias" | "static" | "indirect" | "generated"
         | "transient" => Ok(true),
         "linked" | "linked-runtime" | "masked" | "masked-runtime" | "disabled" => Ok(false),
-        "not-found" => Err(ProviderError::NotFound(service.to_owned())),
+        "not-found" => Err(ProviderError::not_found(service)),
         "" if output.stderr.contains("No such file or directory") => {
-            Err(ProviderError::NotFound(service.to_owned()))
+            Err(ProviderError::not_found(service))
         }
         "" if !output.success() => Err(command_failed("is-enabled", output)),
         other => Err(ProviderError::CommandFailed(format!(
@@ -50,19 +52,15 @@ pub fn command_failed(command: &str, output: &CommandOutput) -> ProviderError {
         None => "killed by a signal".to_owned(),
     };
     // One line per message keeps reports readable; systemctl's stderr lines are sentences.
-    let mut stderr = output
-        .stderr
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    if stderr.len() > MAX_STDERR_IN_MESSAGE {
-        let cut = (0..=MAX_STDERR_IN_MESSAGE)
-            .rev()
-            .find(|&i| stderr.is_char_boundary(i))
-            .unwrap_or(0);
-        stderr.truncate(cut);
-        stderr.push_str("...");
-    }
+    let stderr = truncate(
+        output
+            .stderr
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+        MAX_STDERR_IN_MESSAGE,
+        "...",
+    );
     ProviderError::CommandFailed(if stderr.is_empty() {
         format!("systemctl {command} failed ({code})")
     } else {
@@ -167,12 +165,12 @@ mod tests {
         );
         assert_eq!(
             parse_is_enabled("nosuch", &v252),
-            Err(ProviderError::NotFound("nosuch".into()))
+            Err(ProviderError::NotFound("service not found: nosuch".into()))
         );
         let v253 = out("not-found\n", "", 4);
         assert_eq!(
             parse_is_enabled("nosuch", &v253),
-            Err(ProviderError::NotFound("nosuch".into()))
+            Err(ProviderError::NotFound("service not found: nosuch".into()))
         );
     }
 
@@ -190,11 +188,11 @@ mod tests {
     fn huge_stderr_is_cut_in_the_message() {
         let err = command_failed("start --system -- x", &out("", &"e".repeat(100_000), 1));
         assert!(
-            err.to_string().len() < MAX_STDERR_IN_MESSAGE + 100,
+            err.message().len() < MAX_STDERR_IN_MESSAGE + 100,
             "{}",
-            err.to_string().len()
+            err.message().len()
         );
-        assert!(err.to_string().ends_with("..."));
+        assert!(err.message().ends_with("..."));
     }
 
     #[test]

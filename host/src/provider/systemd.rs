@@ -1,4 +1,4 @@
-//! The systemd provider: the seed design's commands, plus `--` before every
+//! The systemd provider: the design's commands (docs/service-type.md), plus `--` before every
 //! unit name, one process-wide lock around every `systemctl` execution, and a
 //! single `daemon-reload` before the first operation of a run.
 
@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::parse::{command_failed, parse_is_active, parse_is_enabled};
 use super::runner::{CommandRunner, RunError};
-use super::{CallRecord, Operation, ProviderError, Status};
+use super::{Call, CallRecord, Provider};
+use crate::contract::{Operation, ProviderError, ServiceStatus};
 use crate::service_name::{quote, CheckedName};
 
 /// Held around every systemctl execution in this process, so that two
@@ -65,28 +66,13 @@ impl SystemdProvider {
         self.deadline = Some(deadline);
     }
 
-    pub fn name(&self) -> &'static str {
-        "systemd"
-    }
-
-    /// `None` when systemctl was found; otherwise why not.
-    pub fn unavailable_reason(&self) -> Option<&str> {
-        self.config.systemctl.as_ref().err().map(String::as_str)
-    }
-
     /// Every operation of this run, in order.
     pub fn calls(&self) -> &[CallRecord] {
         &self.calls
     }
 
-    /// The operations recorded so far, leaving none: to split the record
-    /// between several policies that share one provider (and one reload).
-    pub fn take_calls(&mut self) -> Vec<CallRecord> {
-        std::mem::take(&mut self.calls)
-    }
-
     /// `systemctl is-active` and `is-enabled` of `name`.
-    pub fn status(&mut self, name: &str) -> Result<Status, ProviderError> {
+    pub fn status(&mut self, name: &str) -> Result<ServiceStatus, ProviderError> {
         // The clock starts after `checked`, which may make the run's one
         // daemon-reload: that is recorded as its own call.
         let checked = self.checked(name);
@@ -96,14 +82,15 @@ impl SystemdProvider {
             let running = parse_is_active(&active)?;
             let enabled = self.systemctl(&["is-enabled", "--system", "--", service.as_str()])?;
             let enabled = parse_is_enabled(service.as_str(), &enabled)?;
-            Ok(Status {
+            Ok(ServiceStatus {
                 name: service.to_string(),
+                provider: self.name().to_owned(),
                 enabled,
                 running,
             })
         });
         self.record(
-            Operation::Status,
+            Call::Guest(Operation::Status),
             Some(name),
             started,
             result.as_ref().err(),
@@ -130,7 +117,12 @@ impl SystemdProvider {
                 Err(command_failed(&args.join(" "), &output))
             }
         });
-        self.record(operation, Some(name), started, result.as_ref().err());
+        self.record(
+            Call::Guest(operation),
+            Some(name),
+            started,
+            result.as_ref().err(),
+        );
         result
     }
 
@@ -171,14 +163,9 @@ impl SystemdProvider {
         });
         self.reload = match &result {
             Ok(()) => Reload::Done,
-            Err(e) => Reload::Failed(e.to_string()),
+            Err(e) => Reload::Failed(e.message().to_owned()),
         };
-        self.record(
-            Operation::DaemonReload,
-            None,
-            started,
-            result.as_ref().err(),
-        );
+        self.record(Call::DaemonReload, None, started, result.as_ref().err());
         result
     }
 
@@ -217,7 +204,7 @@ impl SystemdProvider {
 
     fn record(
         &mut self,
-        operation: Operation,
+        operation: Call,
         service: Option<&str>,
         started: Instant,
         error: Option<&ProviderError>,
@@ -225,8 +212,8 @@ impl SystemdProvider {
         tracing::debug!(
             operation = operation.verb(),
             service = service.unwrap_or(""),
-            ms = crate::report::millis(started.elapsed()),
-            error = error.map(ToString::to_string),
+            ms = crate::text::millis(started.elapsed()),
+            error = error.map(ProviderError::message),
             "provider call"
         );
         self.calls.push(CallRecord {
@@ -239,9 +226,35 @@ impl SystemdProvider {
                 }
             }),
             outcome: error.map_or("ok", ProviderError::kind),
-            error: error.map(ToString::to_string),
+            error: error.map(|e| e.message().to_owned()),
             duration: started.elapsed(),
         });
+    }
+}
+
+impl Provider for SystemdProvider {
+    fn name(&self) -> &'static str {
+        "systemd"
+    }
+
+    fn unavailable_reason(&self) -> Option<&str> {
+        self.config.systemctl.as_ref().err().map(String::as_str)
+    }
+
+    fn status(&mut self, name: &str) -> Result<ServiceStatus, ProviderError> {
+        SystemdProvider::status(self, name)
+    }
+
+    fn mutate(&mut self, operation: Operation, name: &str) -> Result<(), ProviderError> {
+        SystemdProvider::mutate(self, operation, name)
+    }
+
+    fn set_deadline(&mut self, deadline: Instant) {
+        SystemdProvider::set_deadline(self, deadline)
+    }
+
+    fn take_calls(&mut self) -> Vec<CallRecord> {
+        std::mem::take(&mut self.calls)
     }
 }
 
@@ -314,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn commands_are_the_seeds_with_double_dash_and_one_reload() {
+    fn commands_are_the_designs_with_double_dash_and_one_reload() {
         let runner = ScriptedRunner::default()
             .answer("is-active", "inactive\n", "", 3)
             .answer("is-enabled", "disabled\n", "", 1);
@@ -322,8 +335,9 @@ mod tests {
         let status = p.status("web").unwrap();
         assert_eq!(
             status,
-            Status {
+            ServiceStatus {
                 name: "web".into(),
+                provider: "systemd".into(),
                 enabled: false,
                 running: false
             }
@@ -346,14 +360,9 @@ mod tests {
                 "disable --system -- web",
             ]
         );
-        let ops: Vec<Operation> = p.calls().iter().map(|c| c.operation).collect();
-        assert_eq!(ops[0], Operation::DaemonReload);
-        assert_eq!(
-            ops.iter()
-                .filter(|o| **o == Operation::DaemonReload)
-                .count(),
-            1
-        );
+        let ops: Vec<Call> = p.calls().iter().map(|c| c.operation).collect();
+        assert_eq!(ops[0], Call::DaemonReload);
+        assert_eq!(ops.iter().filter(|o| **o == Call::DaemonReload).count(), 1);
     }
 
     #[test]
@@ -402,7 +411,7 @@ mod tests {
         let mut p = provider(&runner, false);
         let err = p.mutate(Operation::Start, "nosuch").unwrap_err();
         assert_eq!(
-            err.to_string(),
+            err.message(),
             "systemctl start --system -- nosuch failed (exit status 5): Failed to start nosuch.service: Unit nosuch.service not found."
         );
     }

@@ -2,8 +2,9 @@
 
 use std::fmt::Write as _;
 
-use super::{Report, ResourceEvent, RunReport};
-use crate::provider::Operation;
+use super::{Report, RunReport};
+use crate::guest::ResourceEvent;
+use crate::provider::Call;
 
 /// How much to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +164,7 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
     let reloads = run
         .calls
         .iter()
-        .filter(|c| c.operation == Operation::DaemonReload)
+        .filter(|c| c.operation == Call::DaemonReload)
         .count();
     let _ = writeln!(
         out,

@@ -1,5 +1,7 @@
-//! The run report: what the guest said happened, joined with what the host
-//! actually executed; rendered for people or as one JSON document.
+//! The run report: what the guest said happened (as the `guest` module
+//! checked it), joined with what the host actually executed; rendered for
+//! people, as one JSON document, or as Prometheus metrics. Renders only: it
+//! holds no contract type and decides nothing about what to believe.
 
 mod human;
 mod metrics;
@@ -8,17 +10,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::guest::{GuestOutcome, ResourceEvent};
 use crate::provider::CallRecord;
-use crate::runtime::bindings::types;
 use crate::runtime::RunFailure;
-use crate::service_name::{quote, CheckedName};
-
-/// The longest single string (a message, a resource name) kept from a guest.
-const MAX_GUEST_STRING: usize = 4096;
-/// The most errors kept per event.
-const MAX_ERRORS_PER_EVENT: usize = 100;
-/// Appended where the host cut guest text short.
-pub const TRUNCATED: &str = "... [truncated by the host]";
+use crate::text::millis;
 
 /// What the host checked of the policy's signature.
 #[derive(Debug, Clone, Serialize)]
@@ -56,170 +51,11 @@ pub struct CompileInfo {
     pub duration_ms: f64,
 }
 
-/// Milliseconds with microsecond precision, as reports show durations.
-pub fn millis(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e6).round() / 1e3
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct ProviderInfo {
     pub name: &'static str,
     pub available: bool,
     pub detail: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Ensure {
-    Running,
-    Stopped,
-}
-
-impl From<types::Ensure> for Ensure {
-    fn from(e: types::Ensure) -> Self {
-        match e {
-            types::Ensure::Running => Ensure::Running,
-            types::Ensure::Stopped => Ensure::Stopped,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Requested {
-    pub ensure: Ensure,
-    pub enable: Option<bool>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Final {
-    pub ensure: Ensure,
-    pub enabled: bool,
-}
-
-/// One resource's outcome, as the guest reported it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ResourceEvent {
-    pub resource: String,
-    pub changed: bool,
-    pub refreshed: bool,
-    pub noop: bool,
-    pub noop_message: Option<String>,
-    pub actions: Vec<&'static str>,
-    pub failed: bool,
-    pub errors: Vec<String>,
-    pub requested: Requested,
-    #[serde(rename = "final")]
-    pub final_state: Option<Final>,
-}
-
-fn action_name(a: types::Action) -> &'static str {
-    match a {
-        types::Action::Started => "started",
-        types::Action::Stopped => "stopped",
-        types::Action::Restarted => "restarted",
-        types::Action::Enabled => "enabled",
-        types::Action::Disabled => "disabled",
-    }
-}
-
-/// Cuts untrusted text to `max` bytes (at a character boundary), marking the cut.
-fn bounded(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let cut = (0..=max)
-            .rev()
-            .find(|&i| text.is_char_boundary(i))
-            .unwrap_or(0);
-        text.truncate(cut);
-        text.push_str(TRUNCATED);
-    }
-    text
-}
-
-impl ResourceEvent {
-    /// Converts a guest event, checking its resource name and bounding its text.
-    fn from_guest(e: types::Event) -> Result<Self, String> {
-        let name = e.resource.strip_prefix("service#").unwrap_or("");
-        if CheckedName::check(name).is_err() {
-            return Err(format!(
-                "malformed report: resource {} is not service#NAME with a valid service name",
-                quote(&e.resource)
-            ));
-        }
-        let mut errors: Vec<String> = e
-            .errors
-            .into_iter()
-            .take(MAX_ERRORS_PER_EVENT + 1)
-            .map(|m| bounded(m, MAX_GUEST_STRING))
-            .collect();
-        if errors.len() > MAX_ERRORS_PER_EVENT {
-            errors.truncate(MAX_ERRORS_PER_EVENT);
-            errors.push(format!("more errors{TRUNCATED}"));
-        }
-        Ok(Self {
-            resource: e.resource,
-            changed: e.changed,
-            refreshed: e.refreshed,
-            noop: e.noop,
-            noop_message: e.noop_message.map(|m| bounded(m, MAX_GUEST_STRING)),
-            actions: e.actions.into_iter().take(8).map(action_name).collect(),
-            // A guest that reports errors has failed, whatever its flag says.
-            failed: e.failed || !errors.is_empty(),
-            errors,
-            requested: Requested {
-                ensure: e.requested.ensure.into(),
-                enable: e.requested.enable,
-            },
-            final_state: e.final_.map(|f| Final {
-                ensure: f.ensure.into(),
-                enabled: f.enabled,
-            }),
-        })
-    }
-
-    /// The bytes of text this event holds, for the report size limit.
-    fn text_size(&self) -> usize {
-        self.resource.len()
-            + self.noop_message.as_ref().map_or(0, String::len)
-            + self.errors.iter().map(String::len).sum::<usize>()
-    }
-}
-
-/// Converts the guest's report, keeping at most `max_bytes` of text: the rest
-/// of the events are dropped, with an error saying so, rather than letting a
-/// guest make the host build an enormous report.
-fn bounded_report(report: types::Report, max_bytes: usize) -> (Vec<ResourceEvent>, Vec<String>) {
-    let total = report.events.len();
-    let mut used = 0;
-    let mut events = Vec::new();
-    let mut errors: Vec<String> = Vec::new();
-    for guest_event in report.events {
-        match ResourceEvent::from_guest(guest_event) {
-            Ok(event) => {
-                used += event.text_size();
-                if used > max_bytes {
-                    errors.push(format!(
-                        "report truncated: kept {} of {total} events, the report limit is {max_bytes} bytes",
-                        events.len()
-                    ));
-                    break;
-                }
-                events.push(event);
-            }
-            Err(problem) => {
-                errors.push(problem);
-                break;
-            }
-        }
-    }
-    for message in report.errors.into_iter().take(MAX_ERRORS_PER_EVENT) {
-        used += message.len().min(MAX_GUEST_STRING);
-        if used > max_bytes {
-            errors.push(format!("policy errors{TRUNCATED}"));
-            break;
-        }
-        errors.push(bounded(message, MAX_GUEST_STRING));
-    }
-    (events, errors)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -258,23 +94,20 @@ pub struct RunRecord {
     pub signature: SignatureReport,
     pub compile: CompileInfo,
     pub provider: ProviderInfo,
-    pub outcome: Result<types::Report, RunFailure>,
+    pub outcome: GuestOutcome,
     pub calls: Vec<CallRecord>,
     pub log: String,
     pub duration: Duration,
 }
 
 impl RunReport {
-    /// Joins the guest's report (or its failure) with the host's records,
-    /// keeping at most `report_bytes` of guest text.
-    pub fn new(record: RunRecord, report_bytes: usize) -> Self {
-        let (resources, errors, failure) = match record.outcome {
-            Ok(report) => {
-                let (resources, errors) = bounded_report(report, report_bytes);
-                (resources, errors, None)
-            }
-            Err(failure) => (Vec::new(), Vec::new(), Some(failure)),
-        };
+    /// Joins the guest's checked outcome with the host's records.
+    pub fn new(record: RunRecord) -> Self {
+        let GuestOutcome {
+            resources,
+            errors,
+            failure,
+        } = record.outcome;
         let changed = resources.iter().filter(|r| r.changed).count();
         let failed = resources.iter().filter(|r| r.failed).count();
         let summary = Summary {

@@ -1,7 +1,6 @@
 //! The WebAssembly side of the host: one engine and linker, a fresh store per
 //! run, WASI linked with nothing granted, and the six provider operations.
 
-pub mod bindings;
 pub mod cache;
 pub mod capture;
 pub mod load;
@@ -15,21 +14,13 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::contract::{self, service_provider, types, Operation, ProviderError};
 use crate::limits::{LimitExceeded, Limits};
-use crate::provider::{Operation, ProviderError, SystemdProvider};
-use bindings::{service_provider, types};
+use crate::provider::Provider;
 pub use cache::{CacheOutcome, CompileCache};
 pub use capture::GuestLog;
 pub use load::LoadError;
 use meter::{MemoryLimiter, Meter};
-
-/// What the host asks of the policy.
-#[derive(Debug, Clone, Default)]
-pub struct PolicyInput {
-    pub noop: bool,
-    pub refreshed: Vec<String>,
-    pub settings: Option<String>,
-}
 
 /// The per-run state a store holds.
 pub struct HostState {
@@ -37,7 +28,7 @@ pub struct HostState {
     table: ResourceTable,
     memory: MemoryLimiter,
     meter: Meter,
-    provider: SystemdProvider,
+    provider: Box<dyn Provider>,
     clock: RunClock,
 }
 
@@ -52,34 +43,22 @@ impl WasiView for HostState {
 
 impl types::Host for HostState {}
 
-fn to_wit_error(e: ProviderError) -> types::ProviderError {
-    match e {
-        ProviderError::InvalidName(m) => types::ProviderError::InvalidName(m),
-        ProviderError::NotFound(m) => types::ProviderError::NotFound(m),
-        ProviderError::CommandFailed(m) => types::ProviderError::CommandFailed(m),
-        ProviderError::TimedOut(m) => types::ProviderError::TimedOut(m),
-        ProviderError::Unavailable(m) => types::ProviderError::Unavailable(m),
-        ProviderError::Denied(m) => types::ProviderError::Denied(m),
-        ProviderError::LimitExceeded(m) => types::ProviderError::LimitExceeded(m),
-    }
-}
-
 /// A host function's result: the outer error traps the guest (a limit was
 /// hit), the inner one is the provider's answer to the guest.
-type HostResult<T> = wasmtime::Result<Result<T, types::ProviderError>>;
+type HostResult<T> = wasmtime::Result<Result<T, ProviderError>>;
 
 impl HostState {
     /// Admits one provider call (or traps, when a limit is reached), runs it
     /// and books its time as host time, which the CPU limit does not count.
     fn call<T>(
         &mut self,
-        f: impl FnOnce(&mut SystemdProvider) -> Result<T, ProviderError>,
+        f: impl FnOnce(&mut dyn Provider) -> Result<T, ProviderError>,
     ) -> HostResult<T> {
         self.meter.admit_call()?;
         let started = Instant::now();
-        let result = f(&mut self.provider);
+        let result = f(self.provider.as_mut());
         self.meter.add_host_time(started.elapsed());
-        Ok(result.map_err(to_wit_error))
+        Ok(result)
     }
 
     fn mutate(&mut self, operation: Operation, name: String) -> HostResult<()> {
@@ -89,15 +68,7 @@ impl HostState {
 
 impl service_provider::Host for HostState {
     fn status(&mut self, name: String) -> HostResult<types::ServiceStatus> {
-        self.call(|p| {
-            let provider = p.name().to_owned();
-            p.status(&name).map(|s| types::ServiceStatus {
-                name: s.name,
-                provider,
-                enabled: s.enabled,
-                running: s.running,
-            })
-        })
+        self.call(|p| p.status(&name))
     }
 
     fn start(&mut self, name: String) -> HostResult<()> {
@@ -152,17 +123,18 @@ impl RunFailure {
 
 /// What one run of a policy produced.
 pub struct GuestRun {
-    /// The guest's report, or why the guest did not finish.
-    pub outcome: Result<types::Report, RunFailure>,
+    /// The guest's report, as it gave it (the `guest` module decides what
+    /// to believe of it), or why the guest did not finish.
+    pub outcome: Result<contract::Report, RunFailure>,
     /// The guest's stdout and stderr.
     pub log: String,
     /// The provider, with the record of every operation it carried out.
-    pub provider: SystemdProvider,
+    pub provider: Box<dyn Provider>,
 }
 
 /// A policy compiled and linked, ready to be instantiated for each run.
 pub struct LoadedPolicy {
-    pre: bindings::PolicyPre<HostState>,
+    pre: contract::PolicyPre<HostState>,
     /// Whether the compiled code came from the cache.
     pub cache: CacheOutcome,
     /// Time to compile (or load) and link it.
@@ -191,7 +163,7 @@ impl PolicyRuntime {
         let mut linker = Linker::new(&engine);
         anyhow_result(wasmtime_wasi::p2::add_to_linker_sync(&mut linker))
             .context("linking WASI")?;
-        anyhow_result(bindings::Policy::add_to_linker::<
+        anyhow_result(contract::Policy::add_to_linker::<
             HostState,
             HasSelf<HostState>,
         >(&mut linker, |s| s))
@@ -221,7 +193,7 @@ impl PolicyRuntime {
         let pre = self
             .linker
             .instantiate_pre(&component)
-            .and_then(bindings::PolicyPre::new)
+            .and_then(contract::PolicyPre::new)
             .map_err(|e| LoadError::Compile(e.into()))?;
         Ok(LoadedPolicy {
             pre,
@@ -234,8 +206,8 @@ impl PolicyRuntime {
     pub fn run(
         &self,
         policy: &LoadedPolicy,
-        input: PolicyInput,
-        provider: SystemdProvider,
+        options: contract::RunOptions,
+        provider: Box<dyn Provider>,
     ) -> anyhow::Result<GuestRun> {
         let log = GuestLog::new(self.limits.log_bytes);
         let clock = RunClock(Instant::now());
@@ -264,11 +236,6 @@ impl PolicyRuntime {
             )))
         });
 
-        let options = types::RunOptions {
-            noop: input.noop,
-            refreshed: input.refreshed,
-            settings: input.settings,
-        };
         let outcome = self.with_epoch_ticker(|| {
             let policy = policy
                 .pre

@@ -1,0 +1,84 @@
+//! The contract with a policy, generated from `wit/policy.wit`: the one
+//! declaration of every type that crosses the boundary.
+//!
+//! The provider answers in these types and the runtime hands them to the
+//! guest unchanged; the `guest` module is the one place that turns what a
+//! guest returns into the host's own types. What the host adds to the
+//! generated types (the names reports use) is below.
+
+use std::fmt;
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "policy",
+    // Host functions may trap the guest: that is how limits stop it.
+    imports: { default: trappable },
+    additional_derives: [PartialEq, Eq],
+});
+
+pub use self::policy_host::policy::service_provider;
+// `Report` and `RunOptions` are at the root already: the world uses them.
+pub use self::policy_host::policy::types::{
+    self, Action, Ensure, Event, FinalState, Operation, ProviderError, RequestedState,
+    ServiceStatus,
+};
+
+impl ProviderError {
+    /// The whole message, ready to show. The host writes every message it
+    /// raises in full (`service not found: web`); nobody adds to it. The
+    /// generated `Display` is the `Debug` form, so reports use this.
+    pub fn message(&self) -> &str {
+        match self {
+            ProviderError::InvalidName(m)
+            | ProviderError::NotFound(m)
+            | ProviderError::CommandFailed(m)
+            | ProviderError::TimedOut(m)
+            | ProviderError::Unavailable(m)
+            | ProviderError::Denied(m)
+            | ProviderError::LimitExceeded(m) => m,
+        }
+    }
+
+    /// The case's name in the contract, which reports use as the outcome.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProviderError::InvalidName(_) => "invalid-name",
+            ProviderError::NotFound(_) => "not-found",
+            ProviderError::CommandFailed(_) => "command-failed",
+            ProviderError::TimedOut(_) => "timed-out",
+            ProviderError::Unavailable(_) => "unavailable",
+            ProviderError::Denied(_) => "denied",
+            ProviderError::LimitExceeded(_) => "limit-exceeded",
+        }
+    }
+
+    /// The error for a unit that does not exist.
+    pub fn not_found(service: &str) -> Self {
+        ProviderError::NotFound(format!("service not found: {service}"))
+    }
+}
+
+impl Operation {
+    /// The systemctl verb, and the operation's name in reports.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Operation::Status => "status",
+            Operation::Start => "start",
+            Operation::Stop => "stop",
+            Operation::Restart => "restart",
+            Operation::Enable => "enable",
+            Operation::Disable => "disable",
+        }
+    }
+
+    /// True for every operation except `status`.
+    pub fn is_mutating(self) -> bool {
+        !matches!(self, Operation::Status)
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.verb())
+    }
+}
