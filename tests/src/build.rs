@@ -1,11 +1,30 @@
 //! Builds what the end-to-end tests run: the `host` binary and policy
 //! components. Each artefact is built at most once per test process; nested
 //! `cargo build` calls share the workspace's target directory.
+//!
+//! Cargo's output is captured and shown only if a build fails, which keeps
+//! test output quiet. Interactive commands (the demo, the benchmark) call
+//! [`show_build_progress`] first: a first build of the host compiles wasmtime
+//! and takes minutes, and cargo's own progress then reaches the terminal.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
+
+/// Whether nested `cargo build`s write their output to this process's
+/// stderr (see [`show_build_progress`]).
+static SHOW_PROGRESS: AtomicBool = AtomicBool::new(false);
+
+/// From now on, the `cargo build`s of this process are shown as they run:
+/// the command line, then cargo's own output (progress, `Compiling` lines,
+/// and `Finished ... in 5m 12s` with its elapsed time) on this process's
+/// stderr, instead of being captured. For interactive commands; the tests
+/// leave it off.
+pub fn show_build_progress() {
+    SHOW_PROGRESS.store(true, Ordering::Relaxed);
+}
 
 /// The workspace root (the directory holding the workspace `Cargo.toml`).
 pub fn workspace_root() -> PathBuf {
@@ -66,13 +85,28 @@ fn ensure_wasm_target() {
 }
 
 /// Runs `cargo build ARGS` in the workspace root; panics with cargo's output
-/// if the build fails.
+/// if the build fails. With [`show_build_progress`], cargo's output goes
+/// straight to stderr instead (and the panic says it is above).
 fn cargo_build(args: &[&str]) {
-    let output = Command::new(cargo())
+    let mut command = Command::new(cargo());
+    command
         .arg("build")
         .args(args)
         .current_dir(workspace_root())
-        .env("CARGO_TARGET_DIR", target_dir())
+        .env("CARGO_TARGET_DIR", target_dir());
+    if SHOW_PROGRESS.load(Ordering::Relaxed) {
+        eprintln!("$ cargo build {}", args.join(" "));
+        let status = command
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", cargo().display()));
+        assert!(
+            status.success(),
+            "cargo build {} failed ({status}); its output is above",
+            args.join(" ")
+        );
+        return;
+    }
+    let output = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", cargo().display()));
     if !output.status.success() {
@@ -244,7 +278,8 @@ fn process_dir() -> PathBuf {
 
 /// Builds the `host` binary in the release profile (what the benchmark
 /// measures: a debug build says nothing about speed) once per process and
-/// returns its path.
+/// returns its path. Only with the `bench` feature.
+#[cfg(feature = "bench")]
 pub fn host_binary_release() -> PathBuf {
     static HOST: OnceLock<PathBuf> = OnceLock::new();
     HOST.get_or_init(|| {

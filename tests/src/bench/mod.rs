@@ -51,7 +51,7 @@ const MAXRSS_FORMAT: &str = "bench-maxrss-kb=%M";
 const EXAMPLE_UNITS: [&str; 3] = ["httpd", "legacy-ftpd", "metrics-agent"];
 
 const USAGE: &str = "\
-usage: cargo run --release -p policy-host-e2e --bin bench -- [OPTIONS]
+usage: cargo run --release -p policy-host-e2e --features bench --bin bench -- [OPTIONS]
 
   --quick          fewer repetitions, N = 10 and 100 only, no Ansible or Puppet
   --reps R         exactly R repetitions of every host/baseline measurement (default: as many
@@ -255,6 +255,8 @@ fn run(options: &Options) -> anyhow::Result<()> {
     std::env::set_var("SDBOX_EXEC_TIMEOUT", "1800");
 
     step("Building the host (release) and the policies");
+    // A first release build of the host takes minutes: show cargo's progress.
+    build::show_build_progress();
     let built_host = build::host_binary_release();
     let built_manifest = build::policy_wasm("manifest-policy");
     let built_example = build::policy_wasm("example-policy");

@@ -8,9 +8,14 @@
 //! shown being refused. It then shows a `--noop` run, a real run, a second run that has nothing to do,
 //! and a `--refresh` run that restarts `httpd`, checking systemd's real state
 //! after each; it exits non-zero if anything is not as expected.
+//!
+//! Every step starts with a `===` heading and ends with a line giving its
+//! elapsed time; the builds show cargo's own progress (the first build of the
+//! host compiles wasmtime and takes minutes).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use policy_host_e2e::build;
@@ -20,25 +25,38 @@ use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 const HTTPD_CONFIG: &str = "file#/etc/httpd/conf/httpd.conf";
 
 fn main() -> ExitCode {
+    let started = Instant::now();
     match demo() {
         Ok(()) => {
-            println!("\nThe demo ran as expected.");
+            println!(
+                "\nThe demo ran as expected, in {}.",
+                seconds(started.elapsed())
+            );
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("\ndemo failed: {err:#}");
+            eprintln!(
+                "\ndemo failed after {}: {err:#}",
+                seconds(started.elapsed())
+            );
             ExitCode::FAILURE
         }
     }
 }
 
 fn demo() -> anyhow::Result<()> {
-    heading("Building the host and the example policy");
+    let step = Step::start("Building the host and the example policy");
+    println!(
+        "(cargo's output follows; a first build of the host compiles wasmtime \
+         and can take several minutes)"
+    );
+    build::show_build_progress();
     let host = build::host_binary();
     let built = build::policy_wasm("example-policy");
     println!("host:   {}\npolicy: {}", host.display(), built.display());
+    step.done();
 
-    heading("Signing the policy with a fresh key");
+    let step = Step::start("Signing the policy with a fresh key");
     let work = build::target_dir()
         .join("demo")
         .join(std::process::id().to_string());
@@ -98,14 +116,19 @@ fn demo() -> anyhow::Result<()> {
         ],
         1,
     )?;
+    step.done();
 
-    heading("Booting systemd in a sandbox");
+    let step = Step::start("Booting systemd in a sandbox");
+    println!(
+        "(systemd as PID 1 of new namespaces, on an overlay of / whose writable layer is a tmpfs)"
+    );
     let sandbox = Sandbox::boot(&build::target_dir())?;
     println!(
         "systemd is PID {} here, up in {} ms",
         sandbox.pid(),
         sandbox.boot_time().as_millis()
     );
+    step.done();
     let demo = Demo {
         sandbox,
         host,
@@ -116,9 +139,10 @@ fn demo() -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&work);
     result?;
 
-    heading("Stopping the sandbox");
+    let step = Step::start("Stopping the sandbox");
     let stopped = demo.sandbox.stop()?;
     println!("stopped in {} ms", stopped.as_millis());
+    step.done();
     Ok(())
 }
 
@@ -131,30 +155,34 @@ struct Demo {
 
 impl Demo {
     fn run(&self) -> anyhow::Result<()> {
-        heading("A machine that has drifted from the policy");
+        let step = Step::start("A machine that has drifted from the policy");
         for name in ["httpd", "legacy-ftpd", "metrics-agent"] {
             self.sandbox.install_unit(name, &sleep_service(name));
         }
         self.sandbox
             .systemctl_ok(&["enable", "--now", "legacy-ftpd"]);
         self.show_units();
+        step.done();
 
-        heading("1. host run --noop: what would change (nothing is changed)");
+        let step = Step::start("1. host run --noop: what would change (nothing is changed)");
         self.host(&["--noop"], 0)?;
         self.expect("httpd", "inactive", "disabled")?;
         self.expect("legacy-ftpd", "active", "enabled")?;
+        step.done();
 
-        heading("2. host run: converge");
+        let step = Step::start("2. host run: converge");
         self.host(&["--detailed-exitcodes"], 2)?;
         self.show_units();
         self.expect("httpd", "active", "enabled")?;
         self.expect("legacy-ftpd", "inactive", "disabled")?;
         self.expect("metrics-agent", "active", "disabled")?;
+        step.done();
 
-        heading("3. host run again: nothing to change");
+        let step = Step::start("3. host run again: nothing to change");
         self.host(&["--detailed-exitcodes"], 0)?;
+        step.done();
 
-        heading(&format!(
+        let step = Step::start(format!(
             "4. host run --refresh {HTTPD_CONFIG}: httpd restarts"
         ));
         let before = self.sandbox.main_pid("httpd");
@@ -162,12 +190,14 @@ impl Demo {
         let after = self.sandbox.main_pid("httpd");
         println!("httpd MainPID: {before} -> {after}");
         ensure!(after != 0 && after != before, "httpd was not restarted");
+        step.done();
 
-        heading("The units afterwards");
+        let step = Step::start("The units afterwards");
         self.show_units();
         self.expect("httpd", "active", "enabled")?;
         self.expect("legacy-ftpd", "inactive", "disabled")?;
         self.expect("metrics-agent", "active", "disabled")?;
+        step.done();
         Ok(())
     }
 
@@ -179,13 +209,16 @@ impl Demo {
         println!("$ host run {} {}", file_name(&self.policy), args.join(" "));
         let mut command = vec![path_str(&self.host)?, "run", path_str(&self.policy)?];
         command.extend_from_slice(&args);
+        let started = Instant::now();
         let output = self.sandbox.exec(&command);
+        let took = started.elapsed();
         print!("{}", String::from_utf8_lossy(&output.stdout));
         eprint!("{}", String::from_utf8_lossy(&output.stderr));
         let code = output.status.code();
         println!(
-            "(exit code {})",
-            code.map_or("none".into(), |c| c.to_string())
+            "(exit code {}, after {})",
+            code.map_or("none".into(), |c| c.to_string()),
+            seconds(took)
         );
         ensure!(
             code == Some(expected_code),
@@ -240,8 +273,36 @@ fn show(host: &Path, args: &[&std::ffi::OsStr], expected_code: i32) -> anyhow::R
     Ok(())
 }
 
-fn heading(text: &str) {
-    println!("\n=== {text}");
+/// One step of the demo: its heading is printed when it starts, and a line
+/// with its elapsed time when it is done (not if it fails: then `main` says
+/// how long the demo ran).
+struct Step {
+    title: String,
+    started: Instant,
+}
+
+impl Step {
+    fn start(title: impl Into<String>) -> Step {
+        let title = title.into();
+        println!("\n=== {title}");
+        Step {
+            title,
+            started: Instant::now(),
+        }
+    }
+
+    fn done(self) {
+        println!(
+            "=== {} ... done in {}",
+            self.title,
+            seconds(self.started.elapsed())
+        );
+    }
+}
+
+/// `312.4 s`.
+fn seconds(duration: Duration) -> String {
+    format!("{:.1} s", duration.as_secs_f64())
 }
 
 fn path_str(path: &Path) -> anyhow::Result<&str> {
