@@ -1,8 +1,11 @@
-//! The command line: `host run ...`.
+//! The command line: `host run ...`. The settings that host.toml can also
+//! give are declared in [`crate::settings`], once for both.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::settings::{RunFlags, TrustFlags};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -68,13 +71,14 @@ pub struct NewPolicyArgs {
     #[arg(long)]
     pub name: Option<String>,
 
-    /// Path to the guest-sdk crate the new policy depends on
-    /// [default: the guest-sdk this host was built with].
+    /// A guest-sdk checkout for the new policy to depend on, for SDK development
+    /// [default: a copy of the guest-sdk this host ships, written to DIR/vendor].
     #[arg(long, value_name = "PATH")]
     pub sdk_path: Option<PathBuf>,
 }
 
-/// Where trusted public keys come from.
+/// Where trusted public keys come from, and the configuration file that may
+/// say so: the same for `run`, `verify` and `inspect`.
 #[derive(Debug, Args)]
 pub struct TrustArgs {
     /// A trusted public key file (minisign format). Repeatable. When none is given,
@@ -82,10 +86,13 @@ pub struct TrustArgs {
     #[arg(long, value_name = "FILE")]
     pub trusted_key: Vec<PathBuf>,
 
-    /// The system directory of trusted *.pub keys [default: the configuration
-    /// file's trusted_keys_dir, else /etc/policy-host/trusted-keys].
-    #[arg(long, value_name = "DIR")]
-    pub trusted_keys_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub flags: TrustFlags,
+
+    /// The host configuration file: every setting of the host by its key
+    /// [default: /etc/policy-host/host.toml, when it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -181,66 +188,54 @@ pub struct RunArgs {
     pub allow_unsigned: bool,
 
     #[command(flatten)]
-    pub limits: LimitArgs,
-
-    /// Only let policies touch units matching this glob (e.g. 'web-*', 'nginx.service').
-    /// Repeatable; adds to the configuration file's allow_units. Other units are denied.
-    #[arg(long, value_name = "PATTERN")]
-    pub allow_unit: Vec<String>,
-
-    /// The host configuration file (limits, allow_units, trusted_keys_dir).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-
-    /// The lock file that keeps two runs on this machine from interleaving.
-    #[arg(long, value_name = "FILE", default_value = crate::lock::DEFAULT_LOCK_FILE)]
-    pub lock_file: PathBuf,
-
-    /// How long to wait for another run to release the lock, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
-    pub lock_timeout: f64,
+    pub run_flags: RunFlags,
 
     /// Fail at once when another run holds the lock.
     #[arg(long)]
     pub no_wait: bool,
-
-    /// Where compiled policies are cached (root-only; unsafe entries are ignored and rebuilt).
-    #[arg(long, value_name = "DIR", default_value = crate::runtime::cache::DEFAULT_CACHE_DIR)]
-    pub cache_dir: PathBuf,
 
     /// Compile the policy every time; neither read nor write the cache.
     #[arg(long)]
     pub no_cache: bool,
 }
 
-/// Limits of one run; each overrides the configuration file, which overrides the default.
-#[derive(Debug, Args)]
-pub struct LimitArgs {
-    /// The longest one systemctl command may take, in seconds [default: 90].
-    #[arg(long, value_name = "SECS")]
-    pub systemctl_timeout: Option<f64>,
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
 
-    /// Guest CPU time per run, in seconds (host calls excluded) [default: 10].
-    #[arg(long, value_name = "SECS")]
-    pub cpu_time: Option<f64>,
+    use super::*;
 
-    /// Guest memory, in MiB [default: 64].
-    #[arg(long, value_name = "MIB")]
-    pub memory_limit: Option<u64>,
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
 
-    /// Provider calls per run [default: 10000].
-    #[arg(long, value_name = "N")]
-    pub call_budget: Option<u64>,
-
-    /// Captured policy stdout and stderr, in bytes [default: 1048576].
-    #[arg(long, value_name = "BYTES")]
-    pub log_limit: Option<u64>,
-
-    /// Text in the policy's report, in bytes [default: 1048576].
-    #[arg(long, value_name = "BYTES")]
-    pub report_limit: Option<u64>,
-
-    /// The whole run, host calls included, in seconds [default: 900].
-    #[arg(long, value_name = "SECS")]
-    pub wall_clock: Option<f64>,
+    #[test]
+    fn settings_flags_reach_the_settings_model() {
+        let cli = Cli::try_parse_from([
+            "host",
+            "run",
+            "p.wasm",
+            "--memory-limit",
+            "32",
+            "--allow-unit",
+            "a",
+            "--allow-unit",
+            "b",
+            "--trusted-keys-dir",
+            "/k",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        let file = crate::settings::ConfigFile::default();
+        let settings = crate::settings::RunSettings::resolve(&args.run_flags, &file).unwrap();
+        assert_eq!(settings.limits.memory_bytes, 32 << 20);
+        assert_eq!(settings.allow.unwrap().patterns(), ["a", "b"]);
+        let trust =
+            crate::settings::resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)
+                .unwrap();
+        assert_eq!(trust.keys_dir, std::path::Path::new("/k"));
+    }
 }

@@ -6,9 +6,10 @@
 //! name it receives, and runs `systemctl` itself. All desired-state logic
 //! lives in the policy (see the `guest-sdk` crate).
 
+pub mod admission;
+pub mod atomic_file;
 pub mod cli;
 pub mod commands;
-pub mod config;
 pub mod contract;
 pub mod guest;
 pub mod limits;
@@ -18,5 +19,6 @@ pub mod provider;
 pub mod report;
 pub mod runtime;
 pub mod service_name;
+pub mod settings;
 pub mod signature;
 pub mod text;

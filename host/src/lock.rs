@@ -8,9 +8,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 
-/// Where the lock lives by default (`/run/lock` is cleared at boot).
-pub const DEFAULT_LOCK_FILE: &str = "/run/lock/policy-host.lock";
-
 /// How to behave when another run holds the lock.
 #[derive(Debug, Clone, Copy)]
 pub enum Wait {

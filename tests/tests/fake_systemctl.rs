@@ -431,11 +431,20 @@ fn subscription_to_a_later_service_is_a_policy_error() {
     assert_eq!(json["summary"]["success"], false);
 }
 
+/// `TYPE#NAME` has one parser, the SDK's: the policy refuses the run as a
+/// whole, before it queries or changes anything.
 #[test]
 fn invalid_refresh_reference_is_rejected() {
     let fake = fresh_web_host();
     let r = host(&fake, &example(), &["--refresh", "no-hash-here", "--json"]);
-    assert_rejected(&fake, &r, "no-hash-here");
+    r.assert_exit(1);
+    assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
+    let json = r.json();
+    assert_any_contains(
+        &errors_of(&json),
+        "refresh: invalid resource reference \"no-hash-here\"",
+    );
+    assert_eq!(json["resources"], serde_json::json!([]));
 }
 
 // ------------------------------------------------------------------ failures

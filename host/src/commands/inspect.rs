@@ -3,18 +3,19 @@
 //! Inspecting compiles the component (to read its imports and exports) but
 //! never instantiates or runs it.
 
+use std::path::Path;
+
 use anyhow::Context as _;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use crate::cli::InspectArgs;
-use crate::limits::Limits;
 use crate::runtime::load::{check_header, check_policy_world, interface_names, LoadError};
 use crate::runtime::PolicyRuntime;
-use crate::signature::{
-    load_trusted_keys, read_signature, signature_path_for, verify_bytes, DEFAULT_TRUSTED_KEYS_DIR,
-};
+use crate::settings::{resolve_trust, ConfigFile, RunSettings};
+use crate::signature::{SignatureError, Trust};
+use crate::text::hex;
 
 #[derive(Debug, Serialize)]
 struct Inspection {
@@ -40,27 +41,26 @@ struct SignatureStatus {
 }
 
 pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
+    let file = ConfigFile::load(args.trust.config.as_deref())?;
+    let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
     let bytes = std::fs::read(&args.policy)
         .with_context(|| format!("reading {}", args.policy.display()))?;
     let mut inspection = Inspection {
         file: args.policy.display().to_string(),
         size: bytes.len(),
-        sha256: Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
+        sha256: hex(&Sha256::digest(&bytes)),
         kind: "component".into(),
         world: None,
         problem: None,
         imports: Vec::new(),
         exports: Vec::new(),
-        signature: signature_status(args, &bytes),
+        signature: signature_status(&trust, &args.policy, &bytes),
     };
     match check_header(&bytes) {
         Err(LoadError::CoreModule) => inspection.kind = "core module".into(),
         Err(e) => inspection.kind = format!("not a component: {e}"),
         Ok(()) => {
-            let runtime = PolicyRuntime::new(Limits::default())?;
+            let runtime = PolicyRuntime::new(RunSettings::defaults().limits)?;
             match Component::from_binary(runtime.engine(), &bytes) {
                 Ok(component) => {
                     (inspection.imports, inspection.exports) =
@@ -82,17 +82,8 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn signature_status(args: &InspectArgs, bytes: &[u8]) -> SignatureStatus {
-    let dir = args
-        .trust
-        .trusted_keys_dir
-        .clone()
-        .unwrap_or_else(|| DEFAULT_TRUSTED_KEYS_DIR.into());
-    let result = read_signature(&signature_path_for(&args.policy)).and_then(|signature| {
-        let keys = load_trusted_keys(&args.trust.trusted_key, &dir)?;
-        verify_bytes(bytes, &signature, &keys)
-    });
-    match result {
+fn signature_status(trust: &Trust, policy: &Path, bytes: &[u8]) -> SignatureStatus {
+    match trust.verify(policy, bytes) {
         Ok(v) => SignatureStatus {
             status: "valid",
             key_id: Some(v.key_id),
@@ -101,7 +92,7 @@ fn signature_status(args: &InspectArgs, bytes: &[u8]) -> SignatureStatus {
         },
         Err(e) => SignatureStatus {
             status: match e {
-                crate::signature::SignatureError::MissingSignature(_) => "unsigned",
+                SignatureError::MissingSignature(_) => "unsigned",
                 _ => "invalid",
             },
             key_id: None,

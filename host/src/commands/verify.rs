@@ -1,16 +1,18 @@
 //! `host verify POLICY`: valid or invalid, the key id and the trusted comment.
 
 use crate::cli::VerifyArgs;
-use crate::signature::{
-    load_trusted_keys, read_signature, signature_path_for, verify_bytes, SignatureError,
-};
+use crate::settings::{resolve_trust, ConfigFile};
+use crate::signature::SignatureError;
 
 pub fn execute(args: &VerifyArgs) -> anyhow::Result<i32> {
+    // A configuration problem is an error (exit 1), not an "invalid" verdict.
+    let file = ConfigFile::load(args.trust.config.as_deref())?;
+    let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
     let bytes = std::fs::read(&args.policy).map_err(|source| SignatureError::Io {
         path: args.policy.clone(),
         source,
     });
-    match bytes.and_then(|bytes| check(args, &bytes)) {
+    match bytes.and_then(|bytes| trust.verify(&args.policy, &bytes)) {
         Ok(verified) => {
             println!("valid: {}", args.policy.display());
             println!("key id: {}", verified.key_id);
@@ -22,15 +24,4 @@ pub fn execute(args: &VerifyArgs) -> anyhow::Result<i32> {
             Ok(1)
         }
     }
-}
-
-fn check(args: &VerifyArgs, bytes: &[u8]) -> Result<crate::signature::Verified, SignatureError> {
-    let dir = args
-        .trust
-        .trusted_keys_dir
-        .clone()
-        .unwrap_or_else(|| crate::signature::DEFAULT_TRUSTED_KEYS_DIR.into());
-    let keys = load_trusted_keys(&args.trust.trusted_key, &dir)?;
-    let signature = read_signature(&signature_path_for(&args.policy))?;
-    verify_bytes(bytes, &signature, &keys)
 }

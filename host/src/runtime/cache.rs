@@ -10,16 +10,14 @@
 
 use std::fs;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+
+use crate::text::hex;
 use wasmtime::component::Component;
 use wasmtime::Engine;
-
-/// The default cache directory: root-only.
-pub const DEFAULT_CACHE_DIR: &str = "/var/cache/policy-host";
 
 /// What happened at lookup, for the report and the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -147,17 +145,9 @@ impl CompileCache {
 
     fn store(&self, path: &Path, component: &Component) -> anyhow::Result<()> {
         let artifact = component.serialize()?;
-        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(&Sha256::digest(&artifact))?;
-        file.write_all(&artifact)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        Ok(())
+        let mut entry = Sha256::digest(&artifact).to_vec();
+        entry.extend_from_slice(&artifact);
+        crate::atomic_file::write(path, &entry, 0o600)
     }
 }
 
@@ -203,10 +193,6 @@ impl Hasher for Sha256Hasher {
     fn write(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

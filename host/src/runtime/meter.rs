@@ -125,7 +125,7 @@ mod tests {
     fn limits(calls: u64) -> Limits {
         Limits {
             call_budget: calls,
-            ..Limits::default()
+            ..Limits::generous()
         }
     }
 
@@ -142,7 +142,7 @@ mod tests {
     fn host_time_does_not_count_against_the_cpu_limit() {
         let mut meter = Meter::new(Limits {
             cpu_time: Duration::from_millis(50),
-            ..Limits::default()
+            ..Limits::generous()
         });
         std::thread::sleep(Duration::from_millis(80));
         assert_eq!(

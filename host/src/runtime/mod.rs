@@ -357,3 +357,107 @@ impl wasmtime_wasi::HostMonotonicClock for RunClock {
         u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::contract::ServiceStatus;
+    use crate::provider::CallRecord;
+
+    /// A provider that takes `delay` per call and counts the calls it got.
+    struct SlowProvider {
+        delay: Duration,
+        calls: Arc<Mutex<u32>>,
+    }
+
+    impl Provider for SlowProvider {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn unavailable_reason(&self) -> Option<&str> {
+            None
+        }
+        fn status(&mut self, name: &str) -> Result<ServiceStatus, ProviderError> {
+            *self.calls.lock().unwrap() += 1;
+            std::thread::sleep(self.delay);
+            Ok(ServiceStatus {
+                name: name.to_owned(),
+                provider: "slow".to_owned(),
+                enabled: false,
+                running: true,
+            })
+        }
+        fn mutate(&mut self, _: Operation, name: &str) -> Result<(), ProviderError> {
+            *self.calls.lock().unwrap() += 1;
+            std::thread::sleep(self.delay);
+            Err(ProviderError::not_found(name))
+        }
+        fn set_deadline(&mut self, _: Instant) {}
+        fn take_calls(&mut self) -> Vec<CallRecord> {
+            Vec::new()
+        }
+    }
+
+    fn state(limits: Limits, delay: Duration) -> (HostState, Arc<Mutex<u32>>) {
+        let calls = Arc::new(Mutex::new(0));
+        let log = GuestLog::new(limits.log_bytes);
+        let clock = RunClock(Instant::now());
+        let state = HostState {
+            wasi: sandboxed_wasi(&log, clock),
+            table: ResourceTable::new(),
+            memory: MemoryLimiter::new(limits.memory_bytes),
+            meter: Meter::new(limits),
+            provider: Box::new(SlowProvider {
+                delay,
+                calls: calls.clone(),
+            }),
+            clock,
+        };
+        (state, calls)
+    }
+
+    #[test]
+    fn the_call_over_budget_traps_before_reaching_the_provider() {
+        let limits = Limits {
+            call_budget: 2,
+            ..Limits::generous()
+        };
+        let (mut state, calls) = state(limits, Duration::ZERO);
+        use service_provider::Host as _;
+        assert!(state.status("a".into()).unwrap().is_ok());
+        assert_eq!(
+            state.start("a".into()).unwrap(),
+            Err(ProviderError::NotFound("service not found: a".into())),
+            "the provider's answer reaches the guest unchanged"
+        );
+        let trap = state.stop("a".into()).unwrap_err();
+        assert_eq!(
+            trap.downcast_ref::<LimitExceeded>(),
+            Some(&LimitExceeded::CallBudget(2))
+        );
+        assert_eq!(*calls.lock().unwrap(), 2, "the third call never ran");
+    }
+
+    #[test]
+    fn time_inside_provider_calls_is_not_guest_cpu_time() {
+        let limits = Limits {
+            cpu_time: Duration::from_millis(150),
+            ..Limits::generous()
+        };
+        let (mut state, _) = state(limits, Duration::from_millis(100));
+        use service_provider::Host as _;
+        for _ in 0..3 {
+            assert!(state.status("a".into()).unwrap().is_ok());
+        }
+        // 300 ms have passed, all of them inside the provider.
+        assert!(state.meter.check_time().is_ok());
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            state.meter.check_time(),
+            Err(LimitExceeded::CpuTime(Duration::from_millis(150))),
+            "time outside the provider counts"
+        );
+    }
+}

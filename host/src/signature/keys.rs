@@ -5,9 +5,6 @@ use std::path::{Path, PathBuf};
 
 use super::{read_small_text, SignatureError};
 
-/// Where `host run` looks for trusted keys when no `--trusted-key` is given.
-pub const DEFAULT_TRUSTED_KEYS_DIR: &str = "/etc/policy-host/trusted-keys";
-
 /// A minisign key id, shown as minisign shows it (16 upper-case hex digits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KeyId(pub [u8; 8]);

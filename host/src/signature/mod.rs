@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-pub use keys::{load_trusted_keys, KeyId, TrustedKey, DEFAULT_TRUSTED_KEYS_DIR};
+pub use keys::{load_trusted_keys, KeyId, TrustedKey};
 pub use sign::{generate_key_pair, sign_policy, signature_path_for, GeneratedKeys, KeyProtection};
 pub use verify::{read_signature, verify_bytes};
 
@@ -52,6 +52,27 @@ pub enum SignatureError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// Whom to trust: the keys given one by one, else every `*.pub` file of the
+/// trusted-keys directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trust {
+    pub keys: Vec<PathBuf>,
+    pub keys_dir: PathBuf,
+}
+
+impl Trust {
+    /// The one verification every command makes: `bytes` (read once from
+    /// `file`, and the bytes that will be used) against `file`'s `.minisig`
+    /// and the trusted keys.
+    pub fn verify(&self, file: &Path, bytes: &[u8]) -> Result<Verified, SignatureError> {
+        // The signature first: a file without one is "unsigned", whatever
+        // the state of the keys.
+        let signature = read_signature(&signature_path_for(file))?;
+        let keys = load_trusted_keys(&self.keys, &self.keys_dir)?;
+        verify_bytes(bytes, &signature, &keys)
+    }
 }
 
 /// Reads a small text file (a key or signature), refusing anything huge.

@@ -6,6 +6,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::text::hex;
 use anyhow::{bail, Context as _};
 use sha2::{Digest, Sha256};
 
@@ -133,17 +134,9 @@ pub fn sign_policy(
     )
     .context("signing")?;
     let path = signature_path_for(policy);
-    // Write beside, then rename: a reader never sees half a signature.
-    let tmp = PathBuf::from(format!("{}.{}.tmp", path.display(), std::process::id()));
-    std::fs::write(&tmp, signature.to_string())
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    // A reader never sees half a signature.
+    crate::atomic_file::write(&path, signature.to_string().as_bytes(), 0o644)?;
     Ok((path, trusted_comment))
-}
-
-/// Lower-case hex of a digest.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
