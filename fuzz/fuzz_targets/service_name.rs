@@ -1,5 +1,5 @@
 //! The SDK's and the host's service-name validators agree on every string, and
-//! what they accept is what the seed allows: `a-zA-Z0-9 . _ + : ~ -` only,
+//! what they accept is what docs/service-type.md ("Service names") allows: `a-zA-Z0-9 . _ + : ~ -` only,
 //! 1 to 255 bytes, no leading `-`.
 
 #![no_main]

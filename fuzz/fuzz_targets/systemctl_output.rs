@@ -1,5 +1,5 @@
 //! The systemctl output parsers on arbitrary output: they never panic, an `Ok`
-//! is only ever read from one of the seed's words, and error messages stay short.
+//! is only ever read from one of the words of docs/service-type.md's tables, and error messages stay short.
 //!
 //! Input: the first line is the exit code (anything that is not an integer
 //! means "killed by a signal"), the rest is stdout, then a NUL byte, then stderr.

@@ -1,4 +1,4 @@
-//! The seed design's YAML manifest format (or the same structure as JSON).
+//! The manifest format (docs/service-type.md): YAML, or the same structure as JSON.
 //!
 //! ```yaml
 //! - service:
@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Errors name the field at fault and, for YAML and JSON syntax or type
-//! problems, the line and column.
+//! problems, the line and column: the document is read by the same code as a
+//! policy's settings ([`crate::settings`]).
 
 use std::collections::BTreeMap;
 
@@ -19,22 +20,69 @@ use thiserror::Error;
 
 use crate::policy::Policy;
 use crate::service::{Ensure, Service};
+use crate::settings::{field_at, parse_document, DocumentProblem};
 
 /// Why a manifest could not be read.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ManifestError {
-    #[error("manifest: {0}")]
-    Yaml(#[from] serde_yaml_ng::Error),
-    #[error("manifest: {0}")]
-    Json(#[from] serde_json::Error),
+    /// Not YAML or JSON, or not the manifest's structure.
+    #[error("manifest: {}{message}", path.as_deref().map(|p| format!("{p}: ")).unwrap_or_default())]
+    Invalid {
+        /// Where in the document the parser was (`[0].service[1].httpd`).
+        path: Option<String>,
+        /// The parser's message, with the position when it gives one.
+        message: String,
+        /// The 1-based line of the problem, when known.
+        line: Option<usize>,
+        /// The 1-based column of the problem, when known.
+        column: Option<usize>,
+    },
+    /// Well-formed, but not a manifest (an entry with two names).
     #[error("manifest: {0}")]
     Structure(String),
+}
+
+impl ManifestError {
+    /// The field at fault, as a path from the top of the document.
+    pub fn field(&self) -> Option<String> {
+        match self {
+            ManifestError::Invalid { path, message, .. } => field_at(path.as_deref(), message),
+            ManifestError::Structure(_) => None,
+        }
+    }
+
+    /// The 1-based line of the problem, when the parser knows it.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ManifestError::Invalid { line, .. } => *line,
+            ManifestError::Structure(_) => None,
+        }
+    }
+
+    /// The 1-based column of the problem, when the parser knows it.
+    pub fn column(&self) -> Option<usize> {
+        match self {
+            ManifestError::Invalid { column, .. } => *column,
+            ManifestError::Structure(_) => None,
+        }
+    }
+}
+
+impl From<DocumentProblem> for ManifestError {
+    fn from(p: DocumentProblem) -> Self {
+        ManifestError::Invalid {
+            path: p.path,
+            message: p.message,
+            line: p.line,
+            column: p.column,
+        }
+    }
 }
 
 /// One list item of the manifest: a resource type and its resources.
 ///
 /// A struct rather than an enum: YAML libraries read enums as `!tags`, while
-/// the seed format uses a plain one-key mapping. An unknown resource type is
+/// the manifest format uses a plain one-key mapping. An unknown resource type is
 /// then an unknown field, which serde names.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,11 +113,7 @@ pub fn parse_manifest(text: &str) -> Result<Policy, ManifestError> {
     {
         return Ok(Policy::new());
     }
-    let blocks: Vec<Block> = if trimmed.starts_with('[') || trimmed.starts_with('{') {
-        serde_json::from_str(text)?
-    } else {
-        serde_yaml_ng::from_str(text)?
-    };
+    let blocks: Vec<Block> = parse_document(text)?;
     let mut policy = Policy::new();
     for (index, block) in blocks.into_iter().enumerate() {
         for entry in block.service {
@@ -100,7 +144,7 @@ pub fn parse_manifest(text: &str) -> Result<Policy, ManifestError> {
 mod tests {
     use super::*;
 
-    const SEED: &str = "\
+    const EXAMPLE: &str = "\
 - service:
     - httpd:
         ensure: running
@@ -115,8 +159,8 @@ mod tests {
 ";
 
     #[test]
-    fn parses_the_seed_format_in_order() {
-        let policy = parse_manifest(SEED).unwrap();
+    fn parses_the_documented_format_in_order() {
+        let policy = parse_manifest(EXAMPLE).unwrap();
         let services = policy.services();
         assert_eq!(services.len(), 3);
         assert_eq!(services[0].name(), "httpd");
@@ -160,11 +204,29 @@ mod tests {
 
     #[test]
     fn bad_ensure_value_names_field_and_line() {
-        let err = parse_manifest("- service:\n    - httpd:\n        ensure: runing\n")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("runing"), "{err}");
+        let error =
+            parse_manifest("- service:\n    - httpd:\n        ensure: runing\n").unwrap_err();
+        // The parser names the service; its message names the value and what was expected.
+        assert_eq!(error.field().as_deref(), Some("[0].service[0].httpd"));
+        assert_eq!(error.line(), Some(3));
+        assert!(error.column().is_some());
+        let err = error.to_string();
+        assert!(
+            err.contains("unknown variant `runing`, expected `running` or `stopped`"),
+            "{err}"
+        );
         assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn json_type_error_names_field_line_and_column() {
+        let error = parse_manifest(r#"[{"service": [{"httpd": {"enable": "yes"}}]}]"#).unwrap_err();
+        assert_eq!(
+            error.field().as_deref(),
+            Some("[0].service[0].httpd.enable")
+        );
+        assert_eq!(error.line(), Some(1));
+        assert!(error.column().is_some());
     }
 
     #[test]

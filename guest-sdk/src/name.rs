@@ -1,9 +1,10 @@
 //! Service names, checked once at the boundary.
 //!
-//! A name ends up as an argument of `systemctl`, so it is held to the seed
-//! design's allowlist: ASCII letters and digits plus `. _ + : ~ -`. A leading
-//! `-` is refused as well, because systemctl would read it as an option. The
-//! host applies the same rules again on its side: it never trusts a guest.
+//! A name ends up as an argument of `systemctl`, so it is held to the
+//! design's allowlist (docs/service-type.md, "Service names"): ASCII letters
+//! and digits plus `. _ + : ~ -`. A leading `-` is refused as well, because
+//! systemctl would read it as an option. The host applies the same rules
+//! again on its side: it never trusts a guest.
 
 use std::fmt;
 
@@ -27,7 +28,7 @@ pub enum NameError {
     ForbiddenCharacter { name: String, character: char },
 }
 
-/// True for the characters the seed design allows in a service name.
+/// True for the characters the design allows in a service name.
 pub fn is_allowed_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | ':' | '~' | '-')
 }
@@ -77,7 +78,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_examples_are_classified_as_the_seed_says() {
+    fn the_documented_examples_are_classified_as_documented() {
         for valid in ["httpd", "nginx.service", "my-app_v2"] {
             assert!(ServiceName::parse(valid).is_ok(), "{valid} should be valid");
         }

@@ -3,7 +3,7 @@
 //! Random policies (services named from a small pool, so subscriptions can
 //! point at each other), random unit states (some units missing), random
 //! refreshed references and random injected faults are applied, and the
-//! outcome is compared with an oracle written here straight from the seed's
+//! outcome is compared with an oracle written here straight from docs/service-type.md's
 //! tables: phase 1 (subscribe restart only when `ensure: running` and running,
 //! start when it should run but is stopped, stop when it should be stopped but
 //! runs), then phase 2 (enable/disable only when `enable` is set and differs).
@@ -173,7 +173,7 @@ fn ensure_of(running: bool) -> Ensure {
     }
 }
 
-/// The seed's tables, written out without reference to the SDK's code.
+/// The tables of docs/service-type.md, written out without reference to the SDK's code.
 fn oracle(
     services: &[Declared],
     initial: &BTreeMap<&'static str, UnitState>,

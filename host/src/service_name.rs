@@ -2,8 +2,8 @@
 //!
 //! The guest SDK validates names too, but a guest is untrusted: it may not use
 //! the SDK at all. This is an independent implementation of the same rules
-//! (the seed's allowlist `a-zA-Z0-9 . _ + : ~ -`, 1 to 255 characters, no
-//! leading `-`), so that a bug on one side is not silently shared by the other.
+//! (docs/service-type.md, "Service names": `a-zA-Z0-9 . _ + : ~ -`, 1 to 255
+//! characters, no leading `-`), so that a bug on one side is not silently shared by the other.
 //! The end-to-end tests check that both sides agree.
 
 use std::fmt;
@@ -71,7 +71,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn accepts_the_seed_examples_and_every_allowed_character() {
+    fn accepts_the_documented_examples_and_every_allowed_character() {
         for name in [
             "httpd",
             "nginx.service",

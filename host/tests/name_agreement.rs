@@ -1,5 +1,5 @@
 //! The SDK's name validator and the host's independent one accept exactly the
-//! same strings, and what they accept is what the seed design allows.
+//! same strings, and what they accept is what the design allows (docs/service-type.md, "Service names").
 
 use guest_sdk::ServiceName;
 use policy_host::service_name::CheckedName;
@@ -9,7 +9,7 @@ use proptest::test_runner::Config;
 const ALLOWED_PUNCTUATION: &str = "._+:~-";
 
 /// The rule written out once more, as a third opinion.
-fn seed_allows(name: &str) -> bool {
+fn design_allows(name: &str) -> bool {
     (1..=255).contains(&name.len())
         && !name.starts_with('-')
         && name
@@ -27,7 +27,7 @@ fn check_agreement(name: &str) -> Result<(), TestCaseError> {
         sdk,
         host
     );
-    prop_assert_eq!(sdk.is_ok(), seed_allows(name), "SDK says {:?}", sdk);
+    prop_assert_eq!(sdk.is_ok(), design_allows(name), "SDK says {:?}", sdk);
     if let (Ok(sdk), Ok(host)) = (sdk, host) {
         prop_assert_eq!(sdk.as_str(), name);
         prop_assert_eq!(host.as_str(), name);
@@ -83,7 +83,7 @@ proptest! {
         all_allowed in any::<bool>(),
     ) {
         let name = if all_allowed {
-            name.chars().map(|c| if seed_allows(&c.to_string()) { c } else { 'x' }).collect()
+            name.chars().map(|c| if design_allows(&c.to_string()) { c } else { 'x' }).collect()
         } else {
             name
         };
@@ -98,7 +98,7 @@ proptest! {
 }
 
 #[test]
-fn validators_agree_on_the_seed_examples_and_the_edges() {
+fn validators_agree_on_the_documented_examples_and_the_edges() {
     for name in [
         "httpd",
         "nginx.service",

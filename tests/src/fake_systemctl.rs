@@ -4,7 +4,7 @@
 //! [`FakeSystemctl::new`] makes a private directory with `bin/systemctl` (a
 //! copy of `tests/fake-systemctl/systemctl`) and `state/`. The script keeps
 //! each unit's `is-active` and `is-enabled` words in files under `state/`,
-//! answers like systemctl 252 does (see `/work/shared/systemd-sandbox.md`),
+//! answers like systemctl 252 does (docs/service-type.md, "Reading status"),
 //! and logs every invocation with all its arguments. It finds its state from
 //! its own location, because the host runs it with a cleared environment.
 //!

@@ -127,8 +127,9 @@ fn capture(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<String> {
     })
 }
 
-/// Finds `program` in the directories of `path` (a `PATH` value), as the seed
-/// design's provider selection does; returns the first executable file.
+/// Finds `program` in the directories of `path` (a `PATH` value), as the
+/// design's provider selection does (docs/service-type.md); returns the first
+/// executable file.
 pub fn find_in_path(program: &str, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     std::env::split_paths(path)

@@ -1,5 +1,5 @@
 //! The built-in manifest policy: `host run manifest.wasm --settings site.yaml`
-//! applies a manifest in the seed's YAML format (or the same structure as
+//! applies a manifest in the YAML format of docs/service-type.md (or the same structure as
 //! JSON) without writing any Rust.
 
 use guest_sdk::prelude::*;
