@@ -102,8 +102,8 @@ mod tests {
 
     #[test]
     fn second_holder_fails_without_waiting_and_names_the_first() {
-        let path =
-            std::env::temp_dir().join(format!("policy-host-lock-test-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("policy-host.lock");
         let first = RunLock::acquire(&path, Wait::No).unwrap();
         // flock locks belong to the open file description, so a second open
         // in the same process contends like another process would.
@@ -118,6 +118,5 @@ mod tests {
         assert!(err.contains("giving up"), "{err}");
         drop(first);
         RunLock::acquire(&path, Wait::No).expect("free again once dropped");
-        let _ = std::fs::remove_file(&path);
     }
 }

@@ -209,11 +209,15 @@ mod tests {
         Engine::new(&config).unwrap()
     }
 
-    fn temp(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("policy-host-cache-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        dir
+    /// A cache directory not yet created, inside a scratch directory that
+    /// is removed when the guard drops.
+    fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let scratch = tempfile::Builder::new()
+            .prefix(&format!("policy-host-cache-{name}-"))
+            .tempdir()
+            .unwrap();
+        let dir = scratch.path().join("cache");
+        (scratch, dir)
     }
 
     fn bytes() -> Vec<u8> {
@@ -233,7 +237,7 @@ mod tests {
 
     #[test]
     fn second_lookup_hits_without_compiling() {
-        let dir = temp("hit");
+        let (_scratch, dir) = temp("hit");
         let cache = CompileCache::open(&dir).unwrap();
         let engine = engine();
         let mut compiles = 0;
@@ -248,12 +252,11 @@ mod tests {
         assert_eq!(compiles, 1);
         let mode = fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "the cache directory is private");
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn corrupted_entry_is_ignored_and_rebuilt() {
-        let dir = temp("corrupt");
+        let (_scratch, dir) = temp("corrupt");
         let cache = CompileCache::open(&dir).unwrap();
         let engine = engine();
         let mut compiles = 0;
@@ -273,12 +276,11 @@ mod tests {
             CacheOutcome::Hit,
             "and stored again"
         );
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn entry_writable_by_others_is_ignored() {
-        let dir = temp("perms");
+        let (_scratch, dir) = temp("perms");
         let cache = CompileCache::open(&dir).unwrap();
         let engine = engine();
         let mut compiles = 0;
@@ -290,12 +292,11 @@ mod tests {
             CacheOutcome::Miss
         );
         assert_eq!(compiles, 2);
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn entry_owned_by_another_user_is_ignored() {
-        let dir = temp("owner");
+        let (_scratch, dir) = temp("owner");
         let cache = CompileCache::open(&dir).unwrap();
         let engine = engine();
         let mut compiles = 0;
@@ -310,12 +311,11 @@ mod tests {
             CacheOutcome::Miss
         );
         assert_eq!(compiles, 2);
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn world_writable_directory_is_not_used() {
-        let dir = temp("open-dir");
+        let (_scratch, dir) = temp("open-dir");
         fs::create_dir_all(&dir).unwrap();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
         // `open` tightens a directory it may own; one it cannot fix is refused.
@@ -327,12 +327,11 @@ mod tests {
         assert!(check_safe(&dir, true).is_ok());
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
         assert!(check_safe(&dir, true).is_err());
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn artifact_from_another_engine_configuration_is_a_different_entry() {
-        let dir = temp("engine");
+        let (_scratch, dir) = temp("engine");
         let cache = CompileCache::open(&dir).unwrap();
         let mut other = wasmtime::Config::new();
         other.wasm_component_model(true).epoch_interruption(true);
@@ -353,6 +352,5 @@ mod tests {
             compile_count(&cache, &other, &mut compiles),
             CacheOutcome::Miss
         );
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -144,17 +144,18 @@ mod tests {
     use super::super::{load_trusted_keys, read_signature, verify_bytes, SignatureError};
     use super::*;
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("policy-host-sign-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A scratch directory, removed when the returned guard drops.
+    fn temp_dir(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("policy-host-sign-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn sign_then_verify_round_trip_and_tamper_detection() {
-        let dir = temp_dir("roundtrip");
+        let scratch = temp_dir("roundtrip");
+        let dir = scratch.path();
         let keys = generate_key_pair(
             &dir.join("keys"),
             KeyProtection::Password("correct horse".into()),
@@ -180,14 +181,14 @@ mod tests {
 
         let err = verify_bytes(b"\0asm policy bytez", &signature, &trusted).unwrap_err();
         assert!(matches!(err, SignatureError::BadSignature { .. }), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn wrong_password_is_refused_and_secret_key_is_private() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = temp_dir("password");
-        let keys = generate_key_pair(&dir, KeyProtection::Password("right".into())).unwrap();
+        let scratch = temp_dir("password");
+        let dir = scratch.path();
+        let keys = generate_key_pair(dir, KeyProtection::Password("right".into())).unwrap();
         let mode = std::fs::metadata(&keys.secret_key)
             .unwrap()
             .permissions()
@@ -198,15 +199,15 @@ mod tests {
         let err = sign_policy(&policy, &keys.secret_key, || Ok(Some("wrong".into()))).unwrap_err();
         assert!(format!("{err:#}").contains("Wrong password"), "{err:#}");
         assert!(
-            generate_key_pair(&dir, KeyProtection::Unencrypted).is_err(),
+            generate_key_pair(dir, KeyProtection::Unencrypted).is_err(),
             "no overwrite"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn signature_by_another_key_names_its_id() {
-        let dir = temp_dir("untrusted");
+        let scratch = temp_dir("untrusted");
+        let dir = scratch.path();
         let signer = generate_key_pair(&dir.join("a"), KeyProtection::Unencrypted).unwrap();
         let other = generate_key_pair(&dir.join("b"), KeyProtection::Unencrypted).unwrap();
         let policy = dir.join("p.wasm");
@@ -226,18 +227,17 @@ mod tests {
             message.contains(&signer.key_id) && message.contains(&other.key_id),
             "{message}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn no_keys_and_malformed_keys_are_errors() {
-        let dir = temp_dir("nokeys");
-        let err = load_trusted_keys(&[], &dir).unwrap_err();
+        let scratch = temp_dir("nokeys");
+        let dir = scratch.path();
+        let err = load_trusted_keys(&[], dir).unwrap_err();
         assert!(matches!(err, SignatureError::NoTrustedKeys(_)), "{err}");
         let garbage = dir.join("garbage.pub");
         std::fs::write(&garbage, "untrusted comment: x\nnot base64 at all\n").unwrap();
-        let err = load_trusted_keys(&[], &dir).unwrap_err();
+        let err = load_trusted_keys(&[], dir).unwrap_err();
         assert!(matches!(err, SignatureError::MalformedKey { .. }), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
