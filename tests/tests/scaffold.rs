@@ -1,16 +1,22 @@
 //! End-to-end: `host new-policy` scaffolds a policy crate that tests, builds,
 //! signs and runs as generated, and refuses what it must refuse.
 //!
-//! The crate is scaffolded under the target directory, inside this
-//! workspace's tree: its own `[workspace]` table is what lets it build there.
-//! Its nested cargo commands share the workspace's target directory and get a
-//! copy of the workspace's `Cargo.lock` (the generated files are left as they
-//! are), so the registry dependencies, already built for both the test and
-//! the `wasm32-wasip2` release profile, are reused and only guest-sdk and the
-//! new crate are compiled: a few seconds, where a target directory of its own
-//! takes about two minutes on two cores.
+//! The main test installs a copy of the `host` binary in an empty directory
+//! tree outside this repository and scaffolds the crate there, with no
+//! cargo variable in the environment: as on a machine where the host was
+//! installed and the repository never was. The crate must build from what
+//! the binary embeds (guest-sdk and the WIT contract, written to its
+//! `vendor/`), and no file of it may name the repository.
+//!
+//! Its cargo commands share the workspace's target directory (the crate is
+//! elsewhere; only build outputs are shared): the crate's `Cargo.lock`, which
+//! `host new-policy` writes with the versions this workspace tests, makes the
+//! registry dependencies the ones already built for both the test and the
+//! `wasm32-wasip2` release profile, so only guest-sdk and the new crate are
+//! compiled: a few seconds, where a target directory of its own takes about
+//! two minutes on two cores.
 
-use std::ffi::OsStr;
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -22,10 +28,9 @@ use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use serde_json::Value;
 
 /// A fresh directory for one test under `target/e2e-scaffold/`, kept when
-/// the test fails (to inspect the crate), removed by [`Scratch::done`].
+/// the test fails (to inspect it), removed by [`Scratch::done`].
 struct Scratch {
     dir: PathBuf,
-    _lock: Option<fs::File>,
 }
 
 impl Scratch {
@@ -33,37 +38,94 @@ impl Scratch {
         target_dir().join("e2e-scaffold")
     }
 
-    fn at(dir: PathBuf, lock: Option<fs::File>) -> Self {
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create the scratch directory");
-        Self { dir, _lock: lock }
-    }
-
     /// `target/e2e-scaffold/<tag>-<pid>`.
     fn new(tag: &str) -> Self {
-        Self::at(
-            Self::root().join(format!("{tag}-{}", std::process::id())),
-            None,
-        )
-    }
-
-    /// `target/e2e-scaffold/<tag>`, the same path in every run, held under
-    /// an exclusive lock. For crates that are built: cargo records the source
-    /// files of a package inside the target directory by their path from the
-    /// target directory, so a crate at a new path whose predecessor is still
-    /// on disk would be taken as up to date; at the same path its sources are
-    /// newer than the last build and are compiled again.
-    fn fixed(tag: &str) -> Self {
-        fs::create_dir_all(Self::root()).expect("create the scratch root");
-        let lock = fs::File::create(Self::root().join(format!("{tag}.lock")))
-            .expect("create the scratch lock");
-        lock.lock().expect("lock the scratch directory");
-        Self::at(Self::root().join(tag), Some(lock))
+        let dir = Self::root().join(format!("{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create the scratch directory");
+        Self { dir }
     }
 
     fn done(self) {
         let _ = fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A fresh, empty directory tree outside the repository, under the system
+/// temp dir: where the test installs the host and scaffolds the crate. Kept
+/// when the test fails (to inspect it), removed by [`Outside::done`].
+///
+/// Its path is the same in every run (one per checkout), held under an
+/// exclusive lock, and emptied first: the crate's builds share the
+/// workspace's target directory, where cargo finds the crate's last build
+/// by the crate's path; at the same path its newly written sources are newer
+/// than that build and are compiled again, where at a new path a
+/// predecessor still on disk could be taken as up to date.
+struct Outside {
+    dir: PathBuf,
+    _lock: fs::File,
+}
+
+impl Outside {
+    fn new() -> Self {
+        use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+        let mut hasher = DefaultHasher::new();
+        workspace_root().hash(&mut hasher);
+        fs::create_dir_all(Scratch::root()).expect("create the scratch root");
+        let lock = fs::File::create(Scratch::root().join("outside.lock"))
+            .expect("create the lock of the outside directory");
+        lock.lock().expect("lock the outside directory");
+        let dir =
+            std::env::temp_dir().join(format!("policy-host-scaffold-{:016x}", hasher.finish()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create the outside directory");
+        let dir = fs::canonicalize(&dir).expect("resolve the outside directory");
+        for repo in repository_paths() {
+            assert!(
+                !dir.starts_with(&repo),
+                "the temp dir {} is inside the repository {repo}: set TMPDIR elsewhere",
+                dir.display()
+            );
+        }
+        Self { dir, _lock: lock }
+    }
+
+    fn done(self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The repository's path as the host was built from it, and its canonical
+/// form when that differs.
+fn repository_paths() -> Vec<String> {
+    let mut paths = vec![workspace_root().display().to_string()];
+    if let Ok(canonical) = fs::canonicalize(workspace_root()) {
+        let canonical = canonical.display().to_string();
+        if !paths.contains(&canonical) {
+            paths.push(canonical);
+        }
+    }
+    paths
+}
+
+/// `command` with cargo's variables (all `CARGO*` but `CARGO_HOME`, which
+/// only says where this machine's toolchain and registry cache are),
+/// `RUSTFLAGS`, `RUSTDOCFLAGS` and any variable whose value names the
+/// repository (`PWD`, ...) removed: nothing of the environment this test
+/// runs in may lead to the repository.
+fn scrubbed(mut command: Command) -> Command {
+    let repos = repository_paths();
+    for (key, value) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        let cargo =
+            (name.starts_with("CARGO") || name.starts_with("__CARGO")) && name != "CARGO_HOME";
+        let flags = name == "RUSTFLAGS" || name == "RUSTDOCFLAGS";
+        let value = value.to_string_lossy();
+        if cargo || flags || repos.iter().any(|r| value.contains(r.as_str())) {
+            command.env_remove(&key);
+        }
+    }
+    command
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -79,14 +141,6 @@ fn assert_success(what: &str, output: &Output) {
         text(&output.stdout),
         text(&output.stderr)
     );
-}
-
-/// `host ARGS...`.
-fn host<S: AsRef<OsStr>>(args: &[S]) -> Output {
-    Command::new(host_binary())
-        .args(args)
-        .output()
-        .expect("run host")
 }
 
 /// `host new-policy DIR [EXTRA...]`.
@@ -106,12 +160,13 @@ fn cargo_program() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("cargo"))
 }
 
-/// `cargo ARGS...` in the `my-app-policy` crate at `dir`, sharing the
-/// workspace's target directory; panics with cargo's output on failure or
-/// when cargo did not compile the crate, returns stdout.
+/// `cargo ARGS...` in the `my-app-policy` crate at `dir`, in a scrubbed
+/// environment but sharing the workspace's target directory; panics with
+/// cargo's output on failure or when cargo did not compile the crate and its
+/// vendored guest-sdk, returns stdout.
 fn cargo(dir: &Path, args: &[&str]) -> String {
     let start = Instant::now();
-    let output = Command::new(cargo_program())
+    let output = scrubbed(Command::new(cargo_program()))
         .args(args)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target_dir())
@@ -119,13 +174,17 @@ fn cargo(dir: &Path, args: &[&str]) -> String {
         .expect("run cargo");
     assert_success(&format!("cargo {}", args.join(" ")), &output);
     eprintln!("cargo {}: {:.1?}", args.join(" "), start.elapsed());
-    let compiling = format!("Compiling my-app-policy v0.1.0 ({})", dir.display());
-    assert!(
-        text(&output.stderr).contains(&compiling),
-        "cargo {} did not compile the new crate:\n{}",
-        args.join(" "),
-        text(&output.stderr)
-    );
+    let stderr = text(&output.stderr);
+    for compiling in [
+        format!("Compiling my-app-policy v0.1.0 ({})", dir.display()),
+        format!("({})", dir.join("vendor/guest-sdk").display()),
+    ] {
+        assert!(
+            stderr.contains(&compiling),
+            "cargo {} did not compile {compiling}:\n{stderr}",
+            args.join(" "),
+        );
+    }
     text(&output.stdout)
 }
 
@@ -175,37 +234,109 @@ fn listing(dir: &Path) -> Vec<String> {
     out
 }
 
-/// `host run POLICY --trusted-key TEST.pub ARGS...` against `fake`, with a
-/// lock file of the fake's own: these runs touch no real unit, so they need
-/// not wait for other runs on this machine.
-fn run_policy(fake: &FakeSystemctl, policy: &Path, args: &[&str]) -> Output {
-    fake.host_command()
-        .arg("run")
-        .arg(policy)
-        .args(trust_args())
-        .arg("--lock-file")
-        .arg(fake.root().join("policy-host.lock"))
-        .args(args)
-        .output()
-        .expect("run host")
+/// Where `bytes` name a file or directory of the repository other than its
+/// build output: each occurrence of a repository path followed by `/` and
+/// not by the rest of the target directory's path, with what follows it.
+///
+/// Build outputs are allowed: the panic messages of code that dependencies
+/// generate at build time (cranelift's) name the file they generated in the
+/// target directory. A repository path followed by anything but `/` names
+/// no file in it (a debug build's compilation directory does that).
+fn repository_files_named(bytes: &[u8]) -> BTreeSet<String> {
+    let target = format!("{}/", target_dir().display());
+    let repos = repository_paths();
+    let mut found = BTreeSet::new();
+    // In overlapping chunks, as text (std's optimized search, even in a
+    // debug build of this test: a debug `host` is hundreds of megabytes).
+    const CHUNK: usize = 1 << 22;
+    const OVERLAP: usize = 1 << 10;
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = (start + CHUNK + OVERLAP).min(bytes.len());
+        let chunk = String::from_utf8_lossy(&bytes[start..end]);
+        for repo in &repos {
+            for (at, _) in chunk.match_indices(repo.as_str()) {
+                let rest = &chunk[at..];
+                if rest[repo.len()..].starts_with('/') && !rest.starts_with(&target) {
+                    let named: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_graphic())
+                        .take(160)
+                        .collect();
+                    found.insert(named);
+                }
+            }
+        }
+        start += CHUNK;
+    }
+    found
+}
+
+/// A `Cargo.lock`'s packages as (name, version, source, checksum).
+fn locked_packages(lock: &str) -> Vec<[String; 4]> {
+    lock.split("[[package]]")
+        .skip(1)
+        .map(|block| {
+            let field = |key: &str| {
+                block
+                    .lines()
+                    .find_map(|line| line.strip_prefix(&format!("{key} = \"")))
+                    .map(|v| v.trim_end_matches('"').to_string())
+                    .unwrap_or_default()
+            };
+            [
+                field("name"),
+                field("version"),
+                field("source"),
+                field("checksum"),
+            ]
+        })
+        .collect()
 }
 
 #[test]
-fn scaffolded_policy_tests_builds_signs_and_runs() {
+fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
     let started = Instant::now();
-    let scratch = Scratch::fixed("run");
-    let dir = scratch.dir.join("my-app-policy");
+    let outside = Outside::new();
 
-    let out = new_policy(&dir, &[]);
+    // The host, installed where the operator docs put it, with no checkout
+    // of this repository beside it: it must not name the repository's
+    // sources (it did: the guest-sdk it was built from was its default SDK).
+    let bin = outside.dir.join("usr/local/bin");
+    fs::create_dir_all(&bin).unwrap();
+    let installed = bin.join("host");
+    fs::copy(host_binary(), &installed).expect("install the host binary");
+    let named = repository_files_named(&fs::read(&installed).unwrap());
+    assert!(
+        named.is_empty(),
+        "the host binary names files of the repository: {named:#?}"
+    );
+
+    let home = outside.dir.join("home");
+    fs::create_dir_all(&home).unwrap();
+    let out = scrubbed(Command::new(&installed))
+        .args(["new-policy", "my-app-policy"])
+        .current_dir(&home)
+        .output()
+        .expect("run the installed host new-policy");
     assert_success("host new-policy", &out);
+    let dir = home.join("my-app-policy");
     let stdout = text(&out.stdout);
     for line in [
-        "created policy crate `my-app-policy` in ",
+        &format!(
+            "created policy crate `my-app-policy` in {}\n",
+            dir.display()
+        ),
         "  Cargo.toml\n",
+        "  Cargo.lock\n",
         "  src/lib.rs\n",
         "  README.md\n",
         "  .gitignore\n",
         "  build.sh\n",
+        "  vendor/guest-sdk/\n",
+        "  vendor/wit/\n",
+        "depending on guest-sdk 0.1.0 in vendor/guest-sdk (the SDK this host ships)\n",
+        "  cd my-app-policy\n",
         "  cargo test\n",
         "  cargo build --release --target wasm32-wasip2\n",
         "  host sign target/wasm32-wasip2/release/my_app_policy.wasm --key ",
@@ -213,23 +344,37 @@ fn scaffolded_policy_tests_builds_signs_and_runs() {
     ] {
         assert!(stdout.contains(line), "{line:?} not in:\n{stdout}");
     }
+    let files = listing(&dir);
+    let own: Vec<&str> = files
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !f.starts_with("vendor/"))
+        .collect();
     assert_eq!(
-        listing(&dir),
+        own,
         [
             ".gitignore",
+            "Cargo.lock",
             "Cargo.toml",
             "README.md",
             "build.sh",
             "src/lib.rs"
         ]
     );
-    let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-    let sdk = fs::canonicalize(workspace_root().join("guest-sdk")).unwrap();
+    for vendored in ["vendor/guest-sdk/Cargo.toml", "vendor/guest-sdk/src/lib.rs"] {
+        assert!(files.iter().any(|f| f == vendored), "{vendored}: {files:?}");
+    }
     assert!(
-        manifest.contains(&format!("guest-sdk = {{ path = \"{}\" }}", sdk.display())),
+        files
+            .iter()
+            .any(|f| f.starts_with("vendor/wit/") && f.ends_with(".wit")),
+        "{files:?}"
+    );
+    let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("guest-sdk = { path = \"vendor/guest-sdk\" }"),
         "{manifest}"
     );
-    fs::copy(workspace_root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
 
     // The generated native tests pass.
     let tests = cargo(&dir, &["test"]);
@@ -242,26 +387,76 @@ fn scaffolded_policy_tests_builds_signs_and_runs() {
         assert!(tests.contains(test), "{test:?} not in:\n{tests}");
     }
 
-    // The component builds, and is signed the way the README says.
+    // The component builds.
     ensure_wasm_target();
     cargo(&dir, &["build", "--release", "--target", "wasm32-wasip2"]);
     let built = target_dir().join("wasm32-wasip2/release/my_app_policy.wasm");
-    let policy = scratch.dir.join("my_app_policy.wasm");
-    fs::copy(&built, &policy).unwrap_or_else(|e| panic!("cargo built no {}: {e}", built.display()));
+    assert!(built.is_file(), "cargo built no {}", built.display());
+
+    // With the dependency versions this workspace tests: cargo kept every
+    // version of the lock `host new-policy` wrote (it only dropped entries
+    // and added the crate's own).
+    let workspace_lock =
+        locked_packages(&fs::read_to_string(workspace_root().join("Cargo.lock")).unwrap());
+    let crate_lock = locked_packages(&fs::read_to_string(dir.join("Cargo.lock")).unwrap());
+    let registry: Vec<&[String; 4]> = crate_lock.iter().filter(|p| !p[2].is_empty()).collect();
+    assert!(registry.iter().any(|p| p[0] == "serde"), "{crate_lock:?}");
+    for package in registry {
+        assert!(
+            workspace_lock.contains(package),
+            "{package:?} is not in the workspace's Cargo.lock"
+        );
+    }
+
+    // Nothing in the crate, nor anything `host new-policy` said, names the
+    // repository.
+    let repos = repository_paths();
+    for said in [text(&out.stdout), text(&out.stderr)] {
+        for repo in &repos {
+            assert!(!said.contains(repo.as_str()), "{said}");
+        }
+    }
+    for file in listing(&dir) {
+        let contents = fs::read(dir.join(&file)).unwrap();
+        for repo in &repos {
+            assert!(
+                !contents.windows(repo.len()).any(|w| w == repo.as_bytes()),
+                "{file} names the repository {repo}"
+            );
+        }
+    }
+
+    // Signed the way the README says, by the installed host.
+    let policy = outside.dir.join("my_app_policy.wasm");
+    fs::copy(&built, &policy).unwrap();
     let key = test_key();
-    let out = host(&[
-        OsStr::new("sign"),
-        policy.as_os_str(),
-        OsStr::new("--key"),
-        key.secret_key.as_os_str(),
-    ]);
+    let out = scrubbed(Command::new(&installed))
+        .arg("sign")
+        .arg(&policy)
+        .arg("--key")
+        .arg(&key.secret_key)
+        .output()
+        .expect("run host sign");
     assert_success("host sign", &out);
-    assert!(scratch.dir.join("my_app_policy.wasm.minisig").is_file());
+    assert!(outside.dir.join("my_app_policy.wasm.minisig").is_file());
 
     // It converges a machine where my-app is stopped and disabled.
     let fake = FakeSystemctl::new();
     fake.unit("my-app", "inactive", "disabled");
-    let out = run_policy(&fake, &policy, &["--json"]);
+    let run = |args: &[&str]| {
+        scrubbed(fake.command(&installed))
+            .arg("run")
+            .arg(&policy)
+            .args(trust_args())
+            .arg("--lock-file")
+            .arg(fake.root().join("policy-host.lock"))
+            .arg("--cache-dir")
+            .arg(fake.root().join("cache"))
+            .args(args)
+            .output()
+            .expect("run host")
+    };
+    let out = run(&["--json"]);
     assert_success("host run", &out);
     assert_eq!(
         fake.mutating_calls(),
@@ -281,20 +476,64 @@ fn scaffolded_policy_tests_builds_signs_and_runs() {
 
     // A second run changes nothing; a configuration change restarts it.
     fake.clear_calls();
-    let out = run_policy(&fake, &policy, &["--detailed-exitcodes"]);
+    let out = run(&["--detailed-exitcodes"]);
     assert_success("second host run", &out);
     assert!(fake.mutating_calls().is_empty(), "{:?}", fake.calls());
-    let out = run_policy(
-        &fake,
-        &policy,
-        &["--refresh", "file#/etc/my-app/config.toml"],
-    );
+    let out = run(&["--refresh", "file#/etc/my-app/config.toml"]);
     assert_success("host run --refresh", &out);
     assert_eq!(fake.mutating_calls(), ["restart --system -- my-app"]);
 
     eprintln!(
-        "scaffold, test, build, sign, run: {:.1?}",
+        "install, scaffold, test, build, sign, run: {:.1?}",
         started.elapsed()
+    );
+    outside.done();
+}
+
+/// The check of the host binary finds a source path wherever it is (across
+/// the chunks it searches in), and lets build outputs pass.
+#[test]
+fn the_binary_check_finds_repository_sources() {
+    let repo = workspace_root().display().to_string();
+    let target = target_dir().display().to_string();
+    let mut bytes = vec![0xffu8; (1 << 22) - 7];
+    bytes.extend_from_slice(format!("{repo}/host/../guest-sdk\0").as_bytes());
+    bytes.extend_from_slice(format!("{target}/debug/build/x/out/gen.rs\0").as_bytes());
+    bytes.extend_from_slice(format!("{repo}\0{repo}/wit\x01").as_bytes());
+    let named: Vec<String> = repository_files_named(&bytes).into_iter().collect();
+    assert_eq!(
+        named,
+        [format!("{repo}/host/../guest-sdk"), format!("{repo}/wit")]
+    );
+}
+
+/// For SDK developers: `--sdk-path` makes the crate depend on a checkout,
+/// by its canonical path, and vendors nothing.
+#[test]
+fn sdk_path_depends_on_a_checkout_instead() {
+    let scratch = Scratch::new("sdk-path");
+    let dir = scratch.dir.join("dev-policy");
+    let sdk = workspace_root().join("host/../guest-sdk");
+    let out = new_policy(&dir, &["--sdk-path", sdk.to_str().unwrap()]);
+    assert_success("host new-policy --sdk-path", &out);
+    let canonical = fs::canonicalize(&sdk).unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "depending on guest-sdk at {}\n",
+            canonical.display()
+        )),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("vendor/"), "{stdout}");
+    assert!(!dir.join("vendor").exists());
+    let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(&format!(
+            "guest-sdk = {{ path = \"{}\" }}",
+            canonical.display()
+        )),
+        "{manifest}"
     );
     scratch.done();
 }

@@ -5,6 +5,14 @@
 //! or an empty directory), the crate name, and the guest-sdk path. The crate
 //! has its own `[workspace]` table, so it builds where it is even inside
 //! another workspace's directory tree.
+//!
+//! By default the crate gets its SDK from this binary: `host/build.rs`
+//! embeds guest-sdk and the WIT contract in it, and they are written to the
+//! crate's `vendor/` with a `Cargo.lock` of the dependency versions this
+//! workspace tests. So a `host` installed on any machine scaffolds a crate
+//! that builds there, and no path of the machine that built the host is
+//! written anywhere. `--sdk-path` points the crate at a guest-sdk checkout
+//! instead, for developing the SDK.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -15,8 +23,15 @@ use anyhow::{anyhow, bail, Context as _};
 
 use crate::cli::NewPolicyArgs;
 
-/// The guest-sdk this host was built from: the default `--sdk-path`.
-const DEFAULT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk");
+/// guest-sdk and the WIT contract, as `host/build.rs` embedded them:
+/// `SDK_VERSION`, `SDK_FILES` and `CARGO_LOCK`.
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded_sdk.rs"));
+}
+
+/// The new crate's directory for the embedded SDK: `vendor/guest-sdk` and
+/// `vendor/wit`, laid out as in this repository.
+const VENDOR: &str = "vendor";
 
 const CARGO_TOML: &str = include_str!("../../templates/new-policy/Cargo.toml.tmpl");
 const LIB_RS: &str = include_str!("../../templates/new-policy/lib.rs.tmpl");
@@ -28,9 +43,41 @@ const BUILD_SH: &str = include_str!("../../templates/new-policy/build.sh.tmpl");
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct File {
     /// Relative to the crate's directory, `/`-separated.
-    pub path: &'static str,
-    pub contents: String,
+    pub path: String,
+    pub contents: Vec<u8>,
     pub executable: bool,
+}
+
+/// The guest-sdk a new crate depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sdk {
+    /// The one embedded in this host, written to the crate's `vendor/`.
+    Vendored {
+        /// Its version.
+        version: &'static str,
+    },
+    /// A guest-sdk directory (`--sdk-path`), canonical.
+    Path(PathBuf),
+}
+
+impl Sdk {
+    /// The guest-sdk embedded in this host.
+    pub fn embedded() -> Self {
+        Sdk::Vendored {
+            version: embedded::SDK_VERSION,
+        }
+    }
+
+    /// The dependency's `path` in the new crate's `Cargo.toml`.
+    fn dependency_path(&self) -> anyhow::Result<String> {
+        match self {
+            Sdk::Vendored { .. } => Ok(format!("{VENDOR}/guest-sdk")),
+            Sdk::Path(dir) => dir
+                .to_str()
+                .map(str::to_string)
+                .ok_or_else(|| anyhow!("the guest-sdk path {} is not UTF-8", dir.display())),
+        }
+    }
 }
 
 /// What [`create`] wrote.
@@ -43,10 +90,10 @@ pub struct Created {
     /// The library name: the package name with `_` for `-`, which is also
     /// the `.wasm` file's stem.
     pub lib_name: String,
-    /// The guest-sdk directory the crate depends on, canonical.
-    pub sdk: PathBuf,
+    /// The guest-sdk the crate depends on.
+    pub sdk: Sdk,
     /// The files, relative to `dir`, in the order they were written.
-    pub files: Vec<&'static str>,
+    pub files: Vec<String>,
 }
 
 impl Created {
@@ -64,10 +111,15 @@ pub fn execute(args: &NewPolicyArgs) -> anyhow::Result<i32> {
         created.name,
         created.dir.display()
     );
-    for file in &created.files {
-        println!("  {file}");
+    for line in listing_lines(&created.files) {
+        println!("  {line}");
     }
-    println!("depending on guest-sdk at {}", created.sdk.display());
+    match &created.sdk {
+        Sdk::Vendored { version } => println!(
+            "depending on guest-sdk {version} in {VENDOR}/guest-sdk (the SDK this host ships)"
+        ),
+        Sdk::Path(dir) => println!("depending on guest-sdk at {}", dir.display()),
+    }
     println!();
     println!("next:");
     println!("  cd {}", shell_quote(&args.dir.display().to_string()));
@@ -81,10 +133,30 @@ pub fn execute(args: &NewPolicyArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// The files as listed to the user: each one, except that the vendored
+/// directories are listed once each (`vendor/guest-sdk/`) and not file by file.
+fn listing_lines(files: &[String]) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for file in files {
+        let line = match file.strip_prefix(&format!("{VENDOR}/")) {
+            Some(rest) => match rest.split_once('/') {
+                Some((top, _)) => format!("{VENDOR}/{top}/"),
+                None => file.clone(),
+            },
+            None => file.clone(),
+        };
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
 /// Scaffolds the crate in `dir` (created with its parents if missing; an
 /// existing directory must be empty). `name` defaults to the directory's
-/// name; `sdk` to the guest-sdk this host was built from.
-pub fn create(dir: &Path, name: Option<&str>, sdk: Option<&Path>) -> anyhow::Result<Created> {
+/// name; without `sdk_path`, the crate gets the guest-sdk embedded in this
+/// host in its `vendor/`.
+pub fn create(dir: &Path, name: Option<&str>, sdk_path: Option<&Path>) -> anyhow::Result<Created> {
     let existed = check_dir(dir)?;
     let name = match name {
         Some(name) => {
@@ -93,19 +165,20 @@ pub fn create(dir: &Path, name: Option<&str>, sdk: Option<&Path>) -> anyhow::Res
         }
         None => name_from_dir(dir)?,
     };
-    let sdk = resolve_sdk(sdk)?;
+    let sdk = match sdk_path {
+        Some(path) => Sdk::Path(resolve_sdk_path(path)?),
+        None => Sdk::embedded(),
+    };
     let files = render(&name, &sdk)?;
 
     if !existed {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     if let Err(e) = write_files(dir, &files) {
-        // Leave nothing half-made behind: remove what this run created.
+        // Leave nothing half-made behind: remove what this run created (an
+        // existing directory was empty).
         if existed {
-            for file in &files {
-                let _ = fs::remove_file(dir.join(file.path));
-            }
-            let _ = fs::remove_dir(dir.join("src"));
+            remove_contents(dir);
         } else {
             let _ = fs::remove_dir_all(dir);
         }
@@ -117,8 +190,23 @@ pub fn create(dir: &Path, name: Option<&str>, sdk: Option<&Path>) -> anyhow::Res
         lib_name: name.replace('-', "_"),
         name,
         sdk,
-        files: files.iter().map(|f| f.path).collect(),
+        files: files.into_iter().map(|f| f.path).collect(),
     })
+}
+
+/// Removes everything in `dir`, as far as it can.
+fn remove_contents(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+    }
 }
 
 /// The directory must not exist, or be an empty directory; returns whether it exists.
@@ -225,32 +313,21 @@ pub fn validate_crate_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The canonical guest-sdk directory: `sdk`, or the one this host was built
-/// from; it must hold guest-sdk's `Cargo.toml`.
-fn resolve_sdk(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let (dir, what, hint) = match sdk {
-        Some(dir) => (
-            dir.to_path_buf(),
-            "--sdk-path",
-            "give the directory of the guest-sdk crate",
-        ),
-        None => (
-            PathBuf::from(DEFAULT_SDK),
-            "the guest-sdk this host was built with",
-            "pass --sdk-path PATH with the directory of the guest-sdk crate",
-        ),
-    };
+/// The canonical guest-sdk directory given with `--sdk-path`: it must hold
+/// guest-sdk's `Cargo.toml`.
+fn resolve_sdk_path(dir: &Path) -> anyhow::Result<PathBuf> {
+    let hint = "give the directory of the guest-sdk crate, or leave --sdk-path out to use the SDK this host ships";
     let manifest = dir.join("Cargo.toml");
     let text = fs::read_to_string(&manifest).map_err(|e| {
         anyhow!(
-            "{what}: no guest-sdk crate at {}: cannot read {}: {e}; {hint}",
+            "--sdk-path: no guest-sdk crate at {}: cannot read {}: {e}; {hint}",
             dir.display(),
             manifest.display()
         )
     })?;
     let table: toml::Table = text.parse().map_err(|e| {
         anyhow!(
-            "{what}: {} is not a valid Cargo.toml: {e}; {hint}",
+            "--sdk-path: {} is not a valid Cargo.toml: {e}; {hint}",
             manifest.display()
         )
     })?;
@@ -260,39 +337,76 @@ fn resolve_sdk(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
         .and_then(|n| n.as_str());
     if package != Some("guest-sdk") {
         bail!(
-            "{what}: {} is not guest-sdk's manifest (package {}); {hint}",
+            "--sdk-path: {} is not guest-sdk's manifest (package {}); {hint}",
             manifest.display(),
             package.map_or_else(|| "unnamed".to_string(), |p| format!("`{p}`"))
         );
     }
-    fs::canonicalize(&dir).with_context(|| format!("resolving {}", dir.display()))
+    fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))
 }
 
-/// The crate's files with the placeholders filled in.
-pub fn render(name: &str, sdk: &Path) -> anyhow::Result<Vec<File>> {
-    let sdk = sdk
-        .to_str()
-        .ok_or_else(|| anyhow!("the guest-sdk path {} is not UTF-8", sdk.display()))?;
+/// The crate's files with the placeholders filled in, then (for the
+/// embedded SDK) the SDK's files under `vendor/`.
+pub fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
+    let sdk_path = sdk.dependency_path()?;
     let lib_name = name.replace('-', "_");
+    let (sdk_note, sdk_readme) = match sdk {
+        Sdk::Vendored { version } => (
+            format!(
+                "# guest-sdk {version}, copied into {VENDOR}/ by `host new-policy` with the WIT\n\
+                 # contract it is built from: the crate needs nothing else to build."
+            ),
+            format!(
+                "`{VENDOR}/` holds guest-sdk {version} and the WIT contract it is built from,\n\
+                 as the `host` that created this crate ships them: the crate builds\n\
+                 anywhere, and `Cargo.lock` starts with the dependency versions that SDK\n\
+                 was tested with. Keep `{VENDOR}/` with the policy's sources. To move to the\n\
+                 SDK of a newer host, run its `host new-policy` into a scratch directory\n\
+                 and replace this `{VENDOR}/` with that one."
+            ),
+        ),
+        Sdk::Path(_) => (
+            "# guest-sdk from a checkout (`host new-policy --sdk-path`).".to_string(),
+            format!("guest-sdk is used from `{sdk_path}` (given to `host new-policy --sdk-path`)."),
+        ),
+    };
     let fill = |template: &str| {
         template
             .replace("{{name}}", name)
             .replace("{{crate}}", &lib_name)
-            .replace("{{sdk_path}}", &toml_string(sdk))
-            .replace("{{sdk_display}}", sdk)
+            .replace("{{sdk_path}}", &toml_string(&sdk_path))
+            .replace("{{sdk_display}}", &sdk_path)
+            .replace("{{sdk_note}}", &sdk_note)
+            .replace("{{sdk_readme}}", &sdk_readme)
+            .into_bytes()
     };
-    let file = |path, template, executable| File {
-        path,
-        contents: fill(template),
+    let file = |path: &str, contents: Vec<u8>, executable| File {
+        path: path.to_string(),
+        contents,
         executable,
     };
-    Ok(vec![
-        file("Cargo.toml", CARGO_TOML, false),
-        file("src/lib.rs", LIB_RS, false),
-        file("README.md", README_MD, false),
-        file(".gitignore", GITIGNORE, false),
-        file("build.sh", BUILD_SH, true),
-    ])
+    let mut files = vec![
+        file("Cargo.toml", fill(CARGO_TOML), false),
+        file(
+            "Cargo.lock",
+            embedded::CARGO_LOCK.as_bytes().to_vec(),
+            false,
+        ),
+        file("src/lib.rs", fill(LIB_RS), false),
+        file("README.md", fill(README_MD), false),
+        file(".gitignore", fill(GITIGNORE), false),
+        file("build.sh", fill(BUILD_SH), true),
+    ];
+    if let Sdk::Vendored { .. } = sdk {
+        for (path, contents, executable) in embedded::SDK_FILES {
+            files.push(file(
+                &format!("{VENDOR}/{path}"),
+                contents.to_vec(),
+                *executable,
+            ));
+        }
+    }
+    Ok(files)
 }
 
 /// `text` as a TOML basic string, quotes included.
@@ -313,7 +427,7 @@ fn toml_string(text: &str) -> String {
 
 fn write_files(dir: &Path, files: &[File]) -> anyhow::Result<()> {
     for file in files {
-        let path = dir.join(file.path);
+        let path = dir.join(&file.path);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
         }
@@ -326,7 +440,7 @@ fn write_files(dir: &Path, files: &[File]) -> anyhow::Result<()> {
         }
         options
             .open(&path)
-            .and_then(|mut f| f.write_all(file.contents.as_bytes()))
+            .and_then(|mut f| f.write_all(&file.contents))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
@@ -428,15 +542,47 @@ mod tests {
         assert_eq!(table["path"].as_str(), Some(path));
     }
 
+    /// `dir`'s files, `prefix/`-prefixed, with their contents.
+    fn tree(dir: &Path, prefix: &str) -> Vec<(String, Vec<u8>)> {
+        listing(dir)
+            .into_iter()
+            .filter(|f| !f.split('/').any(|c| c.starts_with('.') || c.ends_with('~')))
+            .map(|f| {
+                let contents = fs::read(dir.join(&f)).unwrap();
+                (format!("{prefix}/{f}"), contents)
+            })
+            .collect()
+    }
+
+    fn repository() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_path_buf()
+    }
+
+    fn text(file: &File) -> &str {
+        std::str::from_utf8(&file.contents).unwrap()
+    }
+
+    fn vendored_manifest() -> toml::Table {
+        let (_, contents, _) = embedded::SDK_FILES
+            .iter()
+            .find(|(path, _, _)| *path == "guest-sdk/Cargo.toml")
+            .expect("the embedded SDK has a manifest");
+        std::str::from_utf8(contents).unwrap().parse().unwrap()
+    }
+
     #[test]
     fn rendered_files_fill_every_placeholder() {
-        let sdk = Path::new("/opt/policy host/guest-sdk");
-        let files = render("web-policy", sdk).unwrap();
-        let paths: Vec<&str> = files.iter().map(|f| f.path).collect();
+        let sdk = Sdk::Path(PathBuf::from("/opt/policy host/guest-sdk"));
+        let files = render("web-policy", &sdk).unwrap();
+        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(
             paths,
             [
                 "Cargo.toml",
+                "Cargo.lock",
                 "src/lib.rs",
                 "README.md",
                 ".gitignore",
@@ -444,10 +590,10 @@ mod tests {
             ]
         );
         for file in &files {
-            assert!(!file.contents.contains("{{"), "{}", file.path);
-            assert!(!file.contents.contains("}}"), "{}", file.path);
+            assert!(!text(file).contains("{{"), "{}", file.path);
+            assert!(!text(file).contains("}}"), "{}", file.path);
         }
-        let manifest: toml::Table = files[0].contents.parse().unwrap();
+        let manifest: toml::Table = text(&files[0]).parse().unwrap();
         assert_eq!(manifest["package"]["name"].as_str(), Some("web-policy"));
         assert_eq!(
             manifest["lib"]["crate-type"],
@@ -458,16 +604,226 @@ mod tests {
             Some("/opt/policy host/guest-sdk")
         );
         assert!(manifest["workspace"].is_table(), "a workspace of its own");
-        assert!(files[1]
-            .contents
-            .contains("guest_sdk::export_policy!(policy);"));
-        assert!(files[2]
-            .contents
-            .contains("target/wasm32-wasip2/release/web_policy.wasm"));
-        assert!(files[2].contents.contains("/opt/policy host/guest-sdk"));
-        assert!(files[4].executable);
-        assert!(files[4].contents.starts_with("#!/bin/sh\n"));
-        assert!(files[4].contents.contains("release/web_policy.wasm"));
+        assert_eq!(files[1].contents, embedded::CARGO_LOCK.as_bytes());
+        assert!(text(&files[2]).contains("guest_sdk::export_policy!(policy);"));
+        assert!(text(&files[3]).contains("target/wasm32-wasip2/release/web_policy.wasm"));
+        assert!(text(&files[3]).contains("/opt/policy host/guest-sdk"));
+        assert!(files[5].executable);
+        assert!(text(&files[5]).starts_with("#!/bin/sh\n"));
+        assert!(text(&files[5]).contains("release/web_policy.wasm"));
+    }
+
+    #[test]
+    fn the_embedded_sdk_is_rendered_into_vendor() {
+        let files = render("web-policy", &Sdk::embedded()).unwrap();
+        let manifest: toml::Table = text(&files[0]).parse().unwrap();
+        assert_eq!(
+            manifest["dependencies"]["guest-sdk"]["path"].as_str(),
+            Some("vendor/guest-sdk")
+        );
+        assert_eq!(
+            manifest["workspace"]["exclude"],
+            toml::Value::Array(vec!["vendor".into()]),
+            "the vendored SDK is a dependency, not a member"
+        );
+        for file in &files[..6] {
+            let contents = text(file);
+            assert!(!contents.contains("{{"), "{}", file.path);
+            assert!(
+                !contents.contains(&repository().display().to_string()),
+                "{}",
+                file.path
+            );
+        }
+        let readme = text(&files[3]);
+        assert!(
+            readme.contains(&format!("guest-sdk {}", embedded::SDK_VERSION)),
+            "{readme}"
+        );
+        let vendored: Vec<(&str, &[u8])> = files[6..]
+            .iter()
+            .map(|f| (f.path.as_str(), f.contents.as_slice()))
+            .collect();
+        let expected: Vec<(String, &[u8])> = embedded::SDK_FILES
+            .iter()
+            .map(|(path, contents, _)| (format!("vendor/{path}"), *contents))
+            .collect();
+        assert_eq!(
+            vendored,
+            expected
+                .iter()
+                .map(|(p, c)| (p.as_str(), *c))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn the_embedded_sdk_is_this_repositorys_guest_sdk_and_wit() {
+        let mut expected = tree(&repository().join("guest-sdk"), "guest-sdk");
+        expected.extend(tree(&repository().join("wit"), "wit"));
+        expected.sort();
+        let embedded: Vec<(String, Vec<u8>)> = embedded::SDK_FILES
+            .iter()
+            .map(|(path, contents, _)| (path.to_string(), contents.to_vec()))
+            .collect();
+        let names = |files: &[(String, Vec<u8>)]| -> Vec<String> {
+            files.iter().map(|(p, _)| p.clone()).collect()
+        };
+        assert_eq!(names(&embedded), names(&expected));
+        assert!(names(&embedded).contains(&"guest-sdk/src/lib.rs".to_string()));
+        for ((path, contents), (_, original)) in embedded.iter().zip(&expected) {
+            if path != "guest-sdk/Cargo.toml" {
+                assert!(contents == original, "{path} differs from the repository's");
+            }
+        }
+    }
+
+    /// Every `x.workspace = true` of guest-sdk's manifest is replaced by the
+    /// workspace's value, features added.
+    #[test]
+    fn the_vendored_manifest_stands_alone() {
+        let original: toml::Table = fs::read_to_string(repository().join("guest-sdk/Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let root: toml::Table = fs::read_to_string(repository().join("Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let vendored = vendored_manifest();
+        assert!(!toml::to_string(&vendored).unwrap().contains("workspace"));
+        assert_eq!(vendored["package"]["name"].as_str(), Some("guest-sdk"));
+        let ws = &root["workspace"];
+        for (key, value) in original["package"].as_table().unwrap() {
+            if value.get("workspace").is_some() {
+                assert_eq!(vendored["package"][key], ws["package"][key], "{key}");
+            } else {
+                assert_eq!(vendored["package"][key], *value, "{key}");
+            }
+        }
+        assert_eq!(
+            vendored["package"]["version"].as_str(),
+            Some(embedded::SDK_VERSION)
+        );
+
+        let mut tables = vec![(
+            "dependencies",
+            &original["dependencies"],
+            &vendored["dependencies"],
+        )];
+        if let Some(targets) = original.get("target").and_then(|t| t.as_table()) {
+            for (platform, table) in targets {
+                tables.push((
+                    "target dependencies",
+                    &table["dependencies"],
+                    &vendored["target"][platform]["dependencies"],
+                ));
+            }
+        }
+        let mut checked = 0;
+        for (what, original, vendored) in tables {
+            for (name, dep) in original.as_table().unwrap() {
+                if dep.get("workspace").is_none() {
+                    assert_eq!(vendored[name], *dep, "{what}: {name}");
+                    continue;
+                }
+                let inherited = &ws["dependencies"][name];
+                let version = inherited.as_str().or_else(|| inherited["version"].as_str());
+                let got = &vendored[name];
+                assert_eq!(
+                    got.as_str().or_else(|| got["version"].as_str()),
+                    version,
+                    "{name}"
+                );
+                let mut features: Vec<&toml::Value> = inherited
+                    .get("features")
+                    .and_then(|f| f.as_array())
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                features.extend(
+                    dep.get("features")
+                        .and_then(|f| f.as_array())
+                        .into_iter()
+                        .flatten(),
+                );
+                for feature in features {
+                    let have = got.get("features").and_then(|f| f.as_array());
+                    assert!(
+                        have.is_some_and(|h| h.contains(feature)),
+                        "{name}: {feature}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 1, "guest-sdk inherits its dependencies");
+    }
+
+    /// The lock is the workspace's, cut to guest-sdk's dependencies: entries
+    /// unchanged, none of the host's.
+    #[test]
+    fn the_embedded_lock_is_the_workspaces_cut_to_the_sdk() {
+        let packages = |text: &str| -> Vec<toml::Table> {
+            let lock: toml::Table = text.parse().unwrap();
+            lock["package"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_table().unwrap().clone())
+                .collect()
+        };
+        let workspace = packages(&fs::read_to_string(repository().join("Cargo.lock")).unwrap());
+        let embedded = packages(embedded::CARGO_LOCK);
+        assert!(
+            embedded::CARGO_LOCK.starts_with("# This file is automatically @generated by Cargo.")
+        );
+        let name = |p: &toml::Table| p["name"].as_str().unwrap().to_string();
+        let names: Vec<String> = embedded.iter().map(name).collect();
+        for package in &embedded {
+            assert!(
+                workspace.contains(package),
+                "{} is not the workspace's",
+                name(package)
+            );
+        }
+        for needed in ["guest-sdk", "serde", "serde_json", "thiserror"] {
+            assert!(
+                names.iter().any(|n| n == needed),
+                "{needed} missing: {names:?}"
+            );
+        }
+        for host_only in ["policy-host", "wasmtime", "clap", "minisign", "proptest"] {
+            assert!(!names.iter().any(|n| n == host_only), "{host_only} kept");
+        }
+        assert!(
+            embedded.len() < workspace.len() / 2,
+            "{} of {}",
+            embedded.len(),
+            workspace.len()
+        );
+    }
+
+    #[test]
+    fn the_listing_shows_vendored_directories_once() {
+        let files: Vec<String> = [
+            "Cargo.toml",
+            "src/lib.rs",
+            "vendor/guest-sdk/Cargo.toml",
+            "vendor/guest-sdk/src/lib.rs",
+            "vendor/wit/policy.wit",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            listing_lines(&files),
+            [
+                "Cargo.toml",
+                "src/lib.rs",
+                "vendor/guest-sdk/",
+                "vendor/wit/"
+            ]
+        );
     }
 
     #[test]
@@ -482,27 +838,38 @@ mod tests {
             "target/wasm32-wasip2/release/my_policy.wasm"
         );
         assert_eq!(created.dir, fs::canonicalize(&dir).unwrap());
-        assert_eq!(
-            created.sdk,
-            fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk")).unwrap()
+        assert_eq!(created.sdk, Sdk::embedded());
+        let mut expected: Vec<String> = [
+            ".gitignore",
+            "Cargo.lock",
+            "Cargo.toml",
+            "README.md",
+            "build.sh",
+            "src/lib.rs",
+        ]
+        .map(String::from)
+        .to_vec();
+        expected.extend(
+            embedded::SDK_FILES
+                .iter()
+                .map(|(p, _, _)| format!("vendor/{p}")),
         );
-        assert_eq!(
-            listing(&dir),
-            [
-                ".gitignore",
-                "Cargo.toml",
-                "README.md",
-                "build.sh",
-                "src/lib.rs"
-            ]
-        );
+        expected.sort();
+        assert_eq!(listing(&dir), expected);
+        let mut written = created.files.clone();
+        written.sort();
+        assert_eq!(written, expected);
         let manifest: toml::Table = fs::read_to_string(dir.join("Cargo.toml"))
             .unwrap()
             .parse()
             .unwrap();
         assert_eq!(
             manifest["dependencies"]["guest-sdk"]["path"].as_str(),
-            created.sdk.to_str()
+            Some("vendor/guest-sdk")
+        );
+        assert_eq!(
+            fs::read(dir.join("vendor/guest-sdk/src/lib.rs")).unwrap(),
+            fs::read(repository().join("guest-sdk/src/lib.rs")).unwrap()
         );
         #[cfg(unix)]
         {
@@ -510,6 +877,7 @@ mod tests {
             let mode = |p: &str| fs::metadata(dir.join(p)).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode("build.sh"), 0o755);
             assert_eq!(mode("Cargo.toml"), 0o644);
+            assert_eq!(mode("vendor/guest-sdk/Cargo.toml"), 0o644);
         }
     }
 
@@ -519,6 +887,29 @@ mod tests {
         let created = create(&tmp.0, Some("web_host"), None).unwrap();
         assert_eq!(created.name, "web_host");
         assert!(tmp.0.join("src/lib.rs").is_file());
+        assert!(tmp.0.join("vendor/guest-sdk/Cargo.toml").is_file());
+    }
+
+    #[test]
+    fn a_failed_write_leaves_an_existing_directory_empty() {
+        let tmp = TempDir::new("rollback");
+        let mut files = render("web", &Sdk::embedded()).unwrap();
+        // A file where the vendored SDK's directory must go fails the write
+        // after the crate's own files are written.
+        files.insert(
+            6,
+            File {
+                path: "vendor".into(),
+                contents: Vec::new(),
+                executable: false,
+            },
+        );
+        assert!(write_files(&tmp.0, &files).is_err());
+        assert!(tmp.0.join("src/lib.rs").is_file(), "the write got that far");
+        // What `create` does then in a directory that existed (empty).
+        remove_contents(&tmp.0);
+        assert!(tmp.0.is_dir());
+        assert!(listing(&tmp.0).is_empty());
     }
 
     #[test]
@@ -578,11 +969,23 @@ mod tests {
         );
         assert!(!tmp.0.join("a").exists());
 
-        // The --sdk-path is canonicalized (no `..` left in the dependency).
+        // The --sdk-path is canonicalized (no `..` left in the dependency),
+        // and nothing is vendored.
         let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
         let created = create(&tmp.0.join("b"), None, Some(&sdk)).unwrap();
-        assert!(created.sdk.is_absolute());
-        assert!(created.sdk.join("Cargo.toml").is_file());
+        let Sdk::Path(path) = &created.sdk else {
+            panic!("{:?}", created.sdk)
+        };
+        assert_eq!(*path, fs::canonicalize(&sdk).unwrap());
+        assert!(!tmp.0.join("b/vendor").exists());
+        let manifest: toml::Table = fs::read_to_string(tmp.0.join("b/Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            manifest["dependencies"]["guest-sdk"]["path"].as_str(),
+            path.to_str()
+        );
     }
 
     #[test]
