@@ -3,14 +3,27 @@
 //!
 //! A policy is untrusted. Everything it returns is checked here before any
 //! other part of the host sees it: resource names must be `service#NAME`
-//! with a valid service name, every string and list is bounded, the whole
-//! text of the report is held to `--report-limit`, and a resource that
-//! reports errors has failed whatever its own flag says. What comes out
-//! holds no contract type, so the `report` module only renders.
+//! with a valid service name, every string and list is bounded, and the whole
+//! text (its failure message included) is held to `--report-limit`.
+//!
+//! **The host believes only what it did.** In a normal run each resource's
+//! actions, `changed`, `refreshed` and final state come from the calls the
+//! host executed and the statuses it returned, not from the policy's account;
+//! the policy contributes what only it knows (what it asked for, its errors,
+//! its order). Where the two disagree the resource fails with a message that
+//! names the disagreement, and a unit the host changed that the report leaves
+//! out (or that a policy changed before it failed) gets an event of its own.
+//! In a noop run nothing executes: the "would have" claims are the policy's,
+//! and each event says so (`source: "policy"`).
+//!
+//! What comes out holds no contract type, so the `report` module only renders.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::contract::{self, Action, Ensure};
+use crate::contract::{self, Action, Ensure, Operation};
+use crate::provider::{Call, CallRecord, UnitState};
 use crate::runtime::RunFailure;
 use crate::service_name::{quote, CheckedName};
 use crate::text::{truncate, TRUNCATED};
@@ -30,14 +43,33 @@ pub struct Requested {
     pub enable: Option<bool>,
 }
 
-/// The state the policy found when it was done with a resource.
-#[derive(Debug, Clone, Serialize)]
+/// The state found when a resource was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Final {
     pub ensure: &'static str,
     pub enabled: bool,
 }
 
-/// One resource's outcome, as the guest reported it, checked and bounded.
+impl From<UnitState> for Final {
+    fn from(s: UnitState) -> Self {
+        Self {
+            ensure: if s.running { "running" } else { "stopped" },
+            enabled: s.enabled,
+        }
+    }
+}
+
+/// Who vouches for a resource's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// Derived from the calls the host executed and the statuses it returned.
+    Host,
+    /// The policy's own account: a noop run's "would have" claims.
+    Policy,
+}
+
+/// One resource's outcome, as the host believes it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ResourceEvent {
     pub resource: String,
@@ -48,9 +80,12 @@ pub struct ResourceEvent {
     pub actions: Vec<&'static str>,
     pub failed: bool,
     pub errors: Vec<String>,
-    pub requested: Requested,
+    /// What the policy asked for; `None` for a unit the host changed that
+    /// the policy's report left out.
+    pub requested: Option<Requested>,
     #[serde(rename = "final")]
     pub final_state: Option<Final>,
+    pub source: Source,
 }
 
 /// What the host takes from one run of a guest.
@@ -66,22 +101,214 @@ pub struct GuestOutcome {
 
 impl GuestOutcome {
     /// Checks a guest's report (or takes its failure), keeping at most
-    /// `max_bytes` of guest text.
-    pub fn new(outcome: Result<contract::Report, RunFailure>, max_bytes: usize) -> Self {
-        match outcome {
+    /// `max_bytes` of guest text, and reconciles it with `calls`, the host's
+    /// record of what this policy's run executed.
+    pub fn new(
+        outcome: Result<contract::Report, RunFailure>,
+        calls: &[CallRecord],
+        noop: bool,
+        max_bytes: usize,
+    ) -> Self {
+        let (claimed, mut errors, failure, cut) = match outcome {
             Ok(report) => {
-                let (resources, errors) = bounded_report(report, max_bytes);
-                Self {
-                    resources,
-                    errors,
-                    failure: None,
-                }
+                let (events, errors, cut) = bounded_report(report, max_bytes);
+                (events, errors, None, cut)
             }
-            Err(failure) => Self {
-                failure: Some(failure),
-                ..Self::default()
-            },
+            Err(mut failure) => {
+                failure.message =
+                    truncate(failure.message, MAX_GUEST_STRING.min(max_bytes), TRUNCATED);
+                (Vec::new(), Vec::new(), Some(failure), false)
+            }
+        };
+        let resources = if noop {
+            claimed
+        } else {
+            reconcile(claimed, HostRecord::of(calls), cut || failure.is_some())
+        };
+        errors.truncate(MAX_ERRORS_PER_EVENT + 1);
+        Self {
+            resources,
+            errors,
+            failure,
         }
+    }
+}
+
+/// What the host did, per service name, in call order.
+#[derive(Default)]
+struct HostRecord {
+    /// Mutating operations that succeeded.
+    executed: BTreeMap<String, Vec<Operation>>,
+    /// The state the last successful status of each service returned.
+    last_state: BTreeMap<String, UnitState>,
+    /// Service names in the order the host first changed them.
+    order: Vec<String>,
+}
+
+impl HostRecord {
+    fn of(calls: &[CallRecord]) -> Self {
+        let mut record = Self::default();
+        for call in calls {
+            let (Call::Guest(operation), Some(service)) = (call.operation, &call.service) else {
+                continue;
+            };
+            if call.outcome != "ok" {
+                continue;
+            }
+            if let Some(state) = call.state {
+                record.last_state.insert(service.clone(), state);
+            }
+            if operation.is_mutating() {
+                if !record.executed.contains_key(service) {
+                    record.order.push(service.clone());
+                }
+                record
+                    .executed
+                    .entry(service.clone())
+                    .or_default()
+                    .push(operation);
+            }
+        }
+        record
+    }
+}
+
+/// The past tense reports use for an operation that was carried out.
+fn done(operation: Operation) -> &'static str {
+    match operation {
+        Operation::Start => "started",
+        Operation::Stop => "stopped",
+        Operation::Restart => "restarted",
+        Operation::Enable => "enabled",
+        Operation::Disable => "disabled",
+        Operation::Status => "queried",
+    }
+}
+
+/// The operation an action word stands for, as the report names it.
+fn verb_of(action: &str) -> &str {
+    match action {
+        "started" => "start",
+        "stopped" => "stop",
+        "restarted" => "restart",
+        "enabled" => "enable",
+        "disabled" => "disable",
+        other => other,
+    }
+}
+
+/// "stopped and disabled", "started, enabled and restarted".
+fn joined(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The guest's events with their outcomes replaced by the host's record,
+/// then an event for every unit the host changed that no event names.
+fn reconcile(
+    claimed: Vec<ResourceEvent>,
+    mut host: HostRecord,
+    report_incomplete: bool,
+) -> Vec<ResourceEvent> {
+    let mut events = Vec::with_capacity(claimed.len());
+    for mut event in claimed {
+        let name = event
+            .resource
+            .strip_prefix("service#")
+            .unwrap_or_default()
+            .to_owned();
+        let executed: Vec<&'static str> = host
+            .executed
+            .remove(&name)
+            .unwrap_or_default()
+            .into_iter()
+            .map(done)
+            .collect();
+        let mut problems = Vec::new();
+        for claim in &event.actions {
+            if !executed.contains(claim) {
+                let verb = verb_of(claim);
+                problems.push(format!(
+                    "the policy reported {name} {claim}, but no {verb} was executed"
+                ));
+            }
+        }
+        let unreported: Vec<&str> = executed
+            .iter()
+            .filter(|a| !event.actions.contains(a))
+            .copied()
+            .collect();
+        if !unreported.is_empty() {
+            problems.push(format!(
+                "{name} was {} by the policy but not reported",
+                joined(&unreported)
+            ));
+        }
+        if event.changed && executed.is_empty() && event.actions.is_empty() {
+            problems.push(format!(
+                "the policy reported {name} changed, but nothing was executed"
+            ));
+        }
+        let found = host.last_state.get(&name).copied().map(Final::from);
+        if let (Some(claim), Some(found)) = (&event.final_state, &found) {
+            if claim != found {
+                problems.push(format!(
+                    "the policy reported {name} {} and {}, but its last status was {} and {}",
+                    claim.ensure,
+                    enabled_word(claim.enabled),
+                    found.ensure,
+                    enabled_word(found.enabled)
+                ));
+            }
+        }
+        event.changed = !executed.is_empty();
+        event.refreshed = executed.contains(&"restarted");
+        event.actions = executed;
+        event.final_state = found;
+        event.noop_message = None;
+        event.source = Source::Host;
+        event.failed |= !problems.is_empty();
+        event.errors.extend(problems);
+        events.push(event);
+    }
+    for name in host.order {
+        let Some(executed) = host.executed.remove(&name) else {
+            continue;
+        };
+        let actions: Vec<&'static str> = executed.into_iter().map(done).collect();
+        let why = if report_incomplete {
+            " (its report was cut short or never came)"
+        } else {
+            ""
+        };
+        events.push(ResourceEvent {
+            resource: format!("service#{name}"),
+            changed: true,
+            refreshed: actions.contains(&"restarted"),
+            noop: false,
+            noop_message: None,
+            failed: true,
+            errors: vec![format!(
+                "{name} was {} by the policy but not reported{why}",
+                joined(&actions)
+            )],
+            actions,
+            requested: None,
+            final_state: host.last_state.get(&name).copied().map(Final::from),
+            source: Source::Host,
+        });
+    }
+    events
+}
+
+fn enabled_word(enabled: bool) -> &'static str {
+    if enabled {
+        "enabled"
+    } else {
+        "disabled"
     }
 }
 
@@ -113,7 +340,7 @@ impl ResourceEvent {
         if CheckedName::check(name).is_err() {
             return Err(format!(
                 "malformed report: resource {} is not service#NAME with a valid service name",
-                quote(&e.resource)
+                quote(&truncate(e.resource, 256, "..."))
             ));
         }
         let mut errors: Vec<String> = e
@@ -141,14 +368,15 @@ impl ResourceEvent {
             // A guest that reports errors has failed, whatever its flag says.
             failed: e.failed || !errors.is_empty(),
             errors,
-            requested: Requested {
+            requested: Some(Requested {
                 ensure: ensure_name(e.requested.ensure),
                 enable: e.requested.enable,
-            },
+            }),
             final_state: e.final_state.map(|f| Final {
                 ensure: ensure_name(f.ensure),
                 enabled: f.enabled,
             }),
+            source: Source::Policy,
         })
     }
 
@@ -162,12 +390,17 @@ impl ResourceEvent {
 
 /// Converts the guest's report, keeping at most `max_bytes` of text: the rest
 /// of the events are dropped, with an error saying so, rather than letting a
-/// guest make the host build an enormous report.
-fn bounded_report(report: contract::Report, max_bytes: usize) -> (Vec<ResourceEvent>, Vec<String>) {
+/// guest make the host build an enormous report. The flag says whether
+/// anything was dropped.
+fn bounded_report(
+    report: contract::Report,
+    max_bytes: usize,
+) -> (Vec<ResourceEvent>, Vec<String>, bool) {
     let total = report.events.len();
     let mut used = 0;
     let mut events = Vec::new();
     let mut errors: Vec<String> = Vec::new();
+    let mut cut = false;
     for guest_event in report.events {
         match ResourceEvent::from_guest(guest_event) {
             Ok(event) => {
@@ -177,12 +410,14 @@ fn bounded_report(report: contract::Report, max_bytes: usize) -> (Vec<ResourceEv
                         "report truncated: kept {} of {total} events, the report limit is {max_bytes} bytes",
                         events.len()
                     ));
+                    cut = true;
                     break;
                 }
                 events.push(event);
             }
             Err(problem) => {
                 errors.push(problem);
+                cut = true;
                 break;
             }
         }
@@ -195,5 +430,169 @@ fn bounded_report(report: contract::Report, max_bytes: usize) -> (Vec<ResourceEv
         }
         errors.push(bounded(message, MAX_GUEST_STRING));
     }
-    (events, errors)
+    (events, errors, cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::contract::{FinalState, RequestedState};
+
+    fn call(operation: Operation, service: &str, state: Option<(bool, bool)>) -> CallRecord {
+        CallRecord {
+            operation: Call::Guest(operation),
+            service: Some(service.to_owned()),
+            outcome: "ok",
+            error: None,
+            state: state.map(|(running, enabled)| UnitState { running, enabled }),
+            duration: Duration::ZERO,
+        }
+    }
+
+    fn event(name: &str, actions: &[Action], last: Option<(Ensure, bool)>) -> contract::Event {
+        contract::Event {
+            resource: format!("service#{name}"),
+            changed: !actions.is_empty(),
+            refreshed: false,
+            noop: false,
+            noop_message: None,
+            actions: actions.to_vec(),
+            failed: false,
+            errors: Vec::new(),
+            requested: RequestedState {
+                ensure: Ensure::Running,
+                enable: Some(true),
+            },
+            final_state: last.map(|(ensure, enabled)| FinalState { ensure, enabled }),
+        }
+    }
+
+    fn outcome(events: Vec<contract::Event>, calls: &[CallRecord]) -> GuestOutcome {
+        let report = contract::Report {
+            events,
+            errors: Vec::new(),
+        };
+        GuestOutcome::new(Ok(report), calls, false, 1 << 20)
+    }
+
+    #[test]
+    fn an_honest_report_is_confirmed_by_the_host_record() {
+        let calls = [
+            call(Operation::Status, "web", Some((false, false))),
+            call(Operation::Start, "web", None),
+            call(Operation::Enable, "web", None),
+            call(Operation::Status, "web", Some((true, true))),
+        ];
+        let out = outcome(
+            vec![event(
+                "web",
+                &[Action::Started, Action::Enabled],
+                Some((Ensure::Running, true)),
+            )],
+            &calls,
+        );
+        let web = &out.resources[0];
+        assert!(!web.failed, "{:?}", web.errors);
+        assert!(web.changed);
+        assert_eq!(web.actions, ["started", "enabled"]);
+        assert_eq!(web.source, Source::Host);
+        assert_eq!(
+            web.final_state,
+            Some(Final {
+                ensure: "running",
+                enabled: true
+            })
+        );
+    }
+
+    #[test]
+    fn claimed_actions_that_never_ran_fail_the_resource() {
+        let out = outcome(
+            vec![event("web", &[Action::Started, Action::Enabled], None)],
+            &[],
+        );
+        let web = &out.resources[0];
+        assert!(web.failed);
+        assert!(!web.changed, "nothing executed, nothing changed");
+        assert!(web.actions.is_empty());
+        assert_eq!(
+            web.errors,
+            [
+                "the policy reported web started, but no start was executed",
+                "the policy reported web enabled, but no enable was executed",
+            ]
+        );
+    }
+
+    #[test]
+    fn changes_left_out_of_the_report_get_an_event_of_their_own() {
+        let calls = [
+            call(Operation::Stop, "sshd", None),
+            call(Operation::Disable, "sshd", None),
+            call(Operation::Status, "sshd", Some((false, false))),
+        ];
+        let out = outcome(Vec::new(), &calls);
+        let sshd = &out.resources[0];
+        assert_eq!(sshd.resource, "service#sshd");
+        assert!(sshd.failed && sshd.changed);
+        assert_eq!(sshd.actions, ["stopped", "disabled"]);
+        assert!(sshd.requested.is_none());
+        assert_eq!(
+            sshd.errors,
+            ["sshd was stopped and disabled by the policy but not reported"]
+        );
+    }
+
+    #[test]
+    fn a_final_state_the_host_did_not_see_fails_the_resource() {
+        let calls = [call(Operation::Status, "web", Some((false, false)))];
+        let out = outcome(
+            vec![event("web", &[], Some((Ensure::Running, true)))],
+            &calls,
+        );
+        assert_eq!(
+            out.resources[0].errors,
+            ["the policy reported web running and enabled, but its last status was stopped and disabled"]
+        );
+        assert_eq!(
+            out.resources[0].final_state,
+            Some(Final {
+                ensure: "stopped",
+                enabled: false
+            })
+        );
+    }
+
+    #[test]
+    fn changes_made_before_a_trap_are_reported() {
+        let failure = RunFailure {
+            class: "trap",
+            message: "x".repeat(1 << 20),
+        };
+        let calls = [call(Operation::Restart, "db", None)];
+        let out = GuestOutcome::new(Err(failure), &calls, false, 1 << 20);
+        assert_eq!(out.resources[0].actions, ["restarted"]);
+        assert!(out.resources[0].refreshed);
+        assert!(out.resources[0].errors[0].contains("never came"));
+        let message = &out.failure.unwrap().message;
+        assert!(message.len() <= MAX_GUEST_STRING + TRUNCATED.len());
+    }
+
+    #[test]
+    fn a_noop_run_keeps_the_policys_claims_and_says_whose_they_are() {
+        let mut claim = event("web", &[Action::Started], None);
+        claim.noop = true;
+        claim.noop_message = Some("Would have started".into());
+        let report = contract::Report {
+            events: vec![claim],
+            errors: Vec::new(),
+        };
+        let out = GuestOutcome::new(Ok(report), &[], true, 1 << 20);
+        let web = &out.resources[0];
+        assert_eq!(web.source, Source::Policy);
+        assert!(web.changed && !web.failed);
+        assert_eq!(web.noop_message.as_deref(), Some("Would have started"));
+    }
 }

@@ -32,7 +32,14 @@ pub fn init(format: LogFormat, level: &str) {
     };
 }
 
-/// `host: warning: message key=value ...`, like a classic Unix tool.
+/// The most of one diagnostic shown: messages can quote a policy (a trap
+/// message, a refused import name), and a policy can make those enormous.
+const MAX_EVENT_TEXT: usize = 16 * 1024;
+
+/// `host: warning: message key=value ...`, like a classic Unix tool. Every
+/// line of a multi-line message gets the prefix, and each line is made safe
+/// (`text::lines`): a message may quote a policy, and a policy must not be
+/// able to drive the terminal or forge a `host: ...` line.
 struct Terse;
 
 impl<S, N> FormatEvent<S, N> for Terse
@@ -53,9 +60,19 @@ where
             Level::DEBUG => "debug",
             Level::TRACE => "trace",
         };
-        write!(writer, "host: {level}: ")?;
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
-        writeln!(writer)
+        let mut text = String::new();
+        ctx.field_format()
+            .format_fields(Writer::new(&mut text), event)?;
+        let text = crate::text::truncate(text, MAX_EVENT_TEXT, crate::text::TRUNCATED);
+        let mut any = false;
+        for line in crate::text::lines(&text) {
+            writeln!(writer, "host: {level}: {line}")?;
+            any = true;
+        }
+        if !any {
+            writeln!(writer, "host: {level}:")?;
+        }
+        Ok(())
     }
 }
 

@@ -1,6 +1,18 @@
-//! How the host writes values as text: cut to a bound, hex, milliseconds.
-//! One implementation of each, so every report and message agrees.
+//! How the host writes values as text: made safe for a terminal, cut to a
+//! bound, hex, milliseconds. One implementation of each, so every report and
+//! message agrees.
+//!
+//! Text from a guest (errors, noop messages, logs, trap messages with the
+//! module's function names) or from a policy file (import names, signature
+//! comments) is the attacker's. Before it reaches a terminal, stderr or a log
+//! line it goes through [`one_line`] or [`lines`]: control characters (C0,
+//! including CR and LF inside a one-line field, DEL and C1) and the
+//! bidirectional overrides and isolates are shown escaped, so a policy can
+//! neither drive the terminal (clear it, set its title, write the clipboard)
+//! nor forge a line of the host's own output. JSON needs none of this: its
+//! encoder escapes control characters, and it keeps the text lossless.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -23,6 +35,58 @@ fn floor_char_boundary(text: &str, max: usize) -> usize {
         .rev()
         .find(|&i| text.is_char_boundary(i))
         .unwrap_or(0)
+}
+
+/// True for the characters that must never reach a terminal as they are:
+/// C0 and C1 controls and DEL (Unicode `Cc`), the bidirectional embeddings,
+/// overrides, isolates and marks, and the line and paragraph separators.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `text` as one safe line: every unsafe character (newlines included)
+/// escaped, `\n` and `\x1b` and `\u{202e}` style. Borrowed when there was
+/// nothing to escape.
+pub fn one_line(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if !is_unsafe(c) {
+            out.push(c);
+            continue;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `text` split at its newlines, each line made safe with [`one_line`]
+/// (a CR inside a line is escaped, not obeyed): for multi-line text such as
+/// a policy's log, where each line gets the host's prefix.
+pub fn lines(text: &str) -> impl Iterator<Item = Cow<'_, str>> {
+    text.lines().map(one_line)
 }
 
 /// Lower-case hex, as digests are shown.
@@ -51,6 +115,36 @@ mod tests {
         // 'é' is two bytes: a cut inside it moves back to before it.
         assert_eq!(truncate("aé".into(), 2, "!"), "a!");
         assert_eq!(truncate("éé".into(), 0, "!"), "!");
+    }
+
+    #[test]
+    fn unsafe_characters_are_escaped_and_safe_text_is_borrowed() {
+        assert!(matches!(one_line("web.service: ok é"), Cow::Borrowed(_)));
+        assert_eq!(
+            one_line("a\x1b[2Jb\rc\nd\u{7f}e\u{9b}f\u{202e}g\u{2066}h"),
+            "a\\x1b[2Jb\\rc\\nd\\x7fe\\u{9b}f\\u{202e}g\\u{2066}h"
+        );
+        let split: Vec<_> = lines("one\ntwo\rthree\n").collect();
+        assert_eq!(split, ["one", "two\\rthree"]);
+    }
+
+    proptest::proptest! {
+        /// Whatever a guest sends, the result holds no unsafe character and
+        /// no line break, and escaping loses nothing: safe characters stay
+        /// in order.
+        #[test]
+        fn one_line_output_is_always_safe(text in "\\PC*|[\\x00-\\x{a0}\\u{2028}-\\u{206f}]*") {
+            let safe = one_line(&text);
+            proptest::prop_assert!(!safe.chars().any(is_unsafe));
+            proptest::prop_assert!(!safe.contains('\n') && !safe.contains('\r'));
+            let kept: String = text.chars().filter(|c| !is_unsafe(*c)).collect();
+            let mut rest = safe.as_ref();
+            for c in kept.chars() {
+                let at = rest.find(c);
+                proptest::prop_assert!(at.is_some(), "{:?} lost {:?}", safe, c);
+                rest = &rest[at.unwrap() + c.len_utf8()..];
+            }
+        }
     }
 
     #[test]

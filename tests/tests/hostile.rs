@@ -27,9 +27,9 @@ use serde_json::Value;
 
 /// The marker the host appends to a log it cut short (`host::runtime::capture`).
 const LOG_MARKER: &str = "\n[policy output truncated: log limit reached]\n";
-/// What the host appends to guest text it cut short (`host::report`).
+/// What the host appends to guest text it cut short (`host::text`).
 const TEXT_MARKER: &str = "... [truncated by the host]";
-/// The longest single guest string the host keeps (`host::report`).
+/// The longest single guest string the host keeps (`host::guest`).
 const MAX_GUEST_STRING: usize = 4096;
 
 // ------------------------------------------------------------------ harness
@@ -162,9 +162,18 @@ fn alloc_bomb_is_stopped_at_its_memory_limit() {
 #[test]
 fn unbounded_recursion_is_a_stack_overflow() {
     let fake = FakeSystemctl::new();
-    let r = host_hostile(&fake, "deep-recursion", &[]);
+    let r = host_hostile(&fake, "deep-recursion", &["--report-limit", "65536"]);
     let json = r.assert_failure("stack-overflow");
-    assert_contains(json["failure"]["message"].as_str().unwrap(), "descend");
+    let message = json["failure"]["message"].as_str().unwrap();
+    assert_contains(message, "descend");
+    // A trap message lists the guest's frames: bounded like any guest text.
+    assert!(
+        message.len() <= MAX_GUEST_STRING + TEXT_MARKER.len(),
+        "a trap message of {} bytes",
+        message.len()
+    );
+    assert!(r.stdout.len() < 64 * 1024, "{} bytes", r.stdout.len());
+    assert!(r.stderr.len() < 64 * 1024, "{} bytes", r.stderr.len());
     assert_no_systemctl(&fake);
 }
 
@@ -476,7 +485,9 @@ fn enormous_report_is_truncated_at_the_report_limit() {
 #[test]
 fn huge_strings_in_a_report_are_cut_short() {
     let fake = FakeSystemctl::new();
-    let r = bad_report(&fake, "huge-strings", &[]);
+    // In noop mode, where the noop message is the policy's own claim and is
+    // kept; a normal run drops it (the host believes only what it did).
+    let r = bad_report(&fake, "huge-strings", &["--noop"]);
     r.assert_exit(1);
     assert!(
         r.stdout.len() < 64 * 1024,

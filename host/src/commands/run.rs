@@ -162,6 +162,9 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
         if let Err(failure) = &run.outcome {
             tracing::error!(policy = %admitted.path.display(), class = failure.class, "policy failed: {}", failure.message);
         }
+        let calls = provider.take_calls();
+        let outcome =
+            GuestOutcome::new(run.outcome, &calls, args.noop, settings.limits.report_bytes);
         let record = RunRecord {
             policy: display_name(&admitted.path),
             noop: args.noop,
@@ -171,8 +174,8 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
                 duration_ms: millis(policy.load_time),
             },
             provider: provider_info.clone(),
-            outcome: GuestOutcome::new(run.outcome, settings.limits.report_bytes),
-            calls: provider.take_calls(),
+            outcome,
+            calls,
             log: run.log,
             duration: policy_started.elapsed(),
         };

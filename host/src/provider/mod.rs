@@ -70,8 +70,19 @@ pub struct CallRecord {
     /// `ok` or the error kind (`invalid-name`, `command-failed`, ...).
     pub outcome: &'static str,
     pub error: Option<String>,
+    /// What a successful `status` answered: the host's own record of the
+    /// unit's state, which reports believe over a guest's account.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<UnitState>,
     #[serde(rename = "duration_ms", serialize_with = "as_millis")]
     pub duration: Duration,
+}
+
+/// A unit's state as a `status` call found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct UnitState {
+    pub running: bool,
+    pub enabled: bool,
 }
 
 fn as_millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

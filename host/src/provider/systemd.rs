@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::parse::{command_failed, parse_is_active, parse_is_enabled};
 use super::runner::{CommandRunner, RunError};
-use super::{Call, CallRecord, Provider};
+use super::{Call, CallRecord, Provider, UnitState};
 use crate::contract::{Operation, ProviderError, ServiceStatus};
 use crate::service_name::{quote, CheckedName};
 
@@ -95,6 +95,12 @@ impl SystemdProvider {
             started,
             result.as_ref().err(),
         );
+        if let (Ok(status), Some(call)) = (&result, self.calls.last_mut()) {
+            call.state = Some(UnitState {
+                running: status.running,
+                enabled: status.enabled,
+            });
+        }
         result
     }
 
@@ -227,6 +233,7 @@ impl SystemdProvider {
             }),
             outcome: error.map_or("ok", ProviderError::kind),
             error: error.map(|e| e.message().to_owned()),
+            state: None,
             duration: started.elapsed(),
         });
     }

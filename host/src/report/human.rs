@@ -1,6 +1,12 @@
 //! The report for people: one line per resource, then a summary line.
+//!
+//! Every string that came from a policy or a policy file is made safe for
+//! the terminal (`text::one_line`, `text::lines`): one field stays one line,
+//! and no control character or bidirectional override reaches the screen.
 
 use std::fmt::Write as _;
+
+use crate::text::{lines, one_line};
 
 use super::{Report, RunReport};
 use crate::guest::ResourceEvent;
@@ -85,7 +91,7 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
     let quiet = verbosity == Verbosity::Quiet;
     if !quiet {
         if let Some(key_id) = &run.signature.key_id {
-            let comment = run.signature.trusted_comment.as_deref().unwrap_or("");
+            let comment = one_line(run.signature.trusted_comment.as_deref().unwrap_or(""));
             let _ = writeln!(
                 out,
                 "{}",
@@ -103,22 +109,28 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
             out,
             "{}",
             style.red(&format!(
-                "provider {} unavailable: {detail}",
-                run.provider.name
+                "provider {} unavailable: {}",
+                run.provider.name,
+                one_line(detail)
             ))
         );
     }
     let width = run
         .resources
         .iter()
-        .map(|r| r.resource.len())
+        .map(|r| one_line(&r.resource).len())
         .max()
         .unwrap_or(0);
     for r in run.resources.iter().filter(|r| !quiet || r.failed) {
-        let _ = writeln!(out, "{:<width$}  {}", r.resource, describe(r, style));
+        let _ = writeln!(
+            out,
+            "{:<width$}  {}",
+            one_line(&r.resource),
+            describe(r, style)
+        );
     }
     for e in &run.errors {
-        let _ = writeln!(out, "{}", style.red(&format!("error: {e}")));
+        let _ = writeln!(out, "{}", style.red(&format!("error: {}", one_line(e))));
     }
     if let Some(failure) = &run.failure {
         let _ = writeln!(
@@ -126,22 +138,23 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
             "{}",
             style.red(&format!(
                 "policy failed ({}): {}",
-                failure.class, failure.message
+                failure.class,
+                one_line(&failure.message)
             ))
         );
     }
     if !run.log.trim().is_empty() && (!quiet || !run.summary.success) {
         let _ = writeln!(out, "policy log:");
-        for line in run.log.lines() {
+        for line in lines(&run.log) {
             let _ = writeln!(out, "  | {line}");
         }
     }
     if verbosity == Verbosity::Verbose {
         for call in &run.calls {
-            let service = call.service.as_deref().unwrap_or("");
+            let service = one_line(call.service.as_deref().unwrap_or(""));
             let outcome = match &call.error {
                 None => style.green("ok"),
-                Some(e) => style.red(&format!("{}: {e}", call.outcome)),
+                Some(e) => style.red(&format!("{}: {}", call.outcome, one_line(e))),
             };
             let ms = call.duration.as_secs_f64() * 1000.0;
             let _ = writeln!(
@@ -169,7 +182,7 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
     let _ = writeln!(
         out,
         "{}{mode}: {} resources, {} {}, {} failed, {} unchanged; {made} changes made, {reloads} daemon-reload, in {:.2}s",
-        run.policy,
+        one_line(&run.policy),
         s.resources,
         s.changed,
         if run.noop { "would change" } else { "changed" },
@@ -177,6 +190,15 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
         s.unchanged,
         s.duration_ms / 1000.0
     );
+    if run.noop && s.changed > 0 {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.dim(
+                "(what would change is the policy's own account: a noop run executes nothing)"
+            )
+        );
+    }
 }
 
 fn describe(r: &ResourceEvent, style: Style) -> String {
@@ -186,10 +208,11 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
         } else {
             format!(" (after {})", r.actions.join(", "))
         };
-        return style.red(&format!("FAILED{done}: {}", r.errors.join("; ")));
+        let errors: Vec<_> = r.errors.iter().map(|e| one_line(e)).collect();
+        return style.red(&format!("FAILED{done}: {}", errors.join("; ")));
     }
     if let Some(message) = &r.noop_message {
-        return style.yellow(message);
+        return style.yellow(&one_line(message));
     }
     if r.actions.is_empty() {
         style.dim("unchanged")
