@@ -90,9 +90,10 @@ fn holder(file: &mut File) -> String {
     let _ = file
         .rewind()
         .and_then(|()| file.take(64).read_to_string(&mut text));
+    // Anyone who can write the file wrote this: shown escaped, on one line.
     match text.trim() {
         "" => "an unknown process".to_owned(),
-        who => who.to_owned(),
+        who => crate::text::one_line(who).into_owned(),
     }
 }
 

@@ -15,7 +15,7 @@ use crate::runtime::load::{check_header, check_policy_world, interface_names, Lo
 use crate::runtime::PolicyRuntime;
 use crate::settings::{resolve_trust, ConfigFile, RunSettings};
 use crate::signature::{SignatureError, Trust};
-use crate::text::hex;
+use crate::text::{hex, one_line};
 
 #[derive(Debug, Serialize)]
 struct Inspection {
@@ -102,19 +102,21 @@ fn signature_status(trust: &Trust, policy: &Path, bytes: &[u8]) -> SignatureStat
     }
 }
 
+/// The report for people. Names and messages come from the policy file (its
+/// imports, exports, signature comment): each is made safe for the terminal.
 fn render(i: &Inspection) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let _ = writeln!(out, "file:      {}", i.file);
+    let _ = writeln!(out, "file:      {}", one_line(&i.file));
     let _ = writeln!(out, "size:      {} bytes", i.size);
     let _ = writeln!(out, "sha256:    {}", i.sha256);
-    let _ = writeln!(out, "kind:      {}", i.kind);
+    let _ = writeln!(out, "kind:      {}", one_line(&i.kind));
     match (&i.world, &i.problem) {
         (Some(world), _) => {
             let _ = writeln!(out, "world:     {world} (the host accepts it)");
         }
         (None, Some(problem)) => {
-            let _ = writeln!(out, "world:     refused: {problem}");
+            let _ = writeln!(out, "world:     refused: {}", one_line(problem));
         }
         (None, None) => {}
     }
@@ -123,11 +125,11 @@ fn render(i: &Inspection) -> String {
     let s = &i.signature;
     match (&s.key_id, &s.detail) {
         (Some(key), _) => {
-            let comment = s.trusted_comment.as_deref().unwrap_or("");
+            let comment = one_line(s.trusted_comment.as_deref().unwrap_or(""));
             let _ = writeln!(out, "signature: valid, signed by key {key} ({comment})");
         }
         (None, Some(detail)) => {
-            let _ = writeln!(out, "signature: {}: {detail}", s.status);
+            let _ = writeln!(out, "signature: {}: {}", s.status, one_line(detail));
         }
         (None, None) => {}
     }
@@ -138,6 +140,7 @@ fn list(names: &[String]) -> String {
     if names.is_empty() {
         "(none)".into()
     } else {
+        let names: Vec<_> = names.iter().map(|n| one_line(n)).collect();
         names.join("\n           ")
     }
 }

@@ -3,6 +3,7 @@
 use crate::cli::VerifyArgs;
 use crate::settings::{resolve_trust, ConfigFile};
 use crate::signature::SignatureError;
+use crate::text::one_line;
 
 pub fn execute(args: &VerifyArgs) -> anyhow::Result<i32> {
     // A configuration problem is an error (exit 1), not an "invalid" verdict.
@@ -14,13 +15,18 @@ pub fn execute(args: &VerifyArgs) -> anyhow::Result<i32> {
     });
     match bytes.and_then(|bytes| trust.verify(&args.policy, &bytes)) {
         Ok(verified) => {
-            println!("valid: {}", args.policy.display());
+            // The comment is the signer's text: shown escaped, on one line.
+            println!("valid: {}", one_line(&args.policy.display().to_string()));
             println!("key id: {}", verified.key_id);
-            println!("trusted comment: {}", verified.trusted_comment);
+            println!("trusted comment: {}", one_line(&verified.trusted_comment));
             Ok(0)
         }
         Err(e) => {
-            println!("invalid: {}: {e}", args.policy.display());
+            println!(
+                "invalid: {}: {}",
+                one_line(&args.policy.display().to_string()),
+                one_line(&e.to_string())
+            );
             Ok(1)
         }
     }
