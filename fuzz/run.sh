@@ -20,7 +20,7 @@ case $seconds in
     exit 2
     ;;
 esac
-targets=(systemctl_output service_name manifest)
+targets=(systemctl_output service_name manifest terminal_text)
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz" >&2
