@@ -1,10 +1,12 @@
 //! The service type's apply logic: two phases, idempotent, with noop mode and
-//! verification of the final state (docs/service-type.md).
+//! verification of the final state (docs/service-type.md). The words a
+//! `status` carries (`static`, `alias`, `enabled-runtime`, ...) are read
+//! here, and only here: the host reports them, the policy decides.
 
 use std::collections::HashSet;
 
 use crate::policy::{Policy, ValidService};
-use crate::provider::{Provider, ServiceStatus};
+use crate::provider::{Provider, ProviderError, ServiceStatus};
 use crate::report::{noop_message, Action, Event, FinalState, Report, RequestedState};
 use crate::resource_ref::ResourceRef;
 use crate::service::Ensure;
@@ -58,7 +60,7 @@ pub fn apply(policy: &Policy, provider: &mut dyn Provider, options: &RunOptions)
     for text in &options.refreshed {
         match ResourceRef::parse(text) {
             Ok(reference) => {
-                changed.insert(reference);
+                changed.insert(reference.key());
             }
             Err(e) => return Report::rejected(vec![format!("refresh: {e}")]),
         }
@@ -68,7 +70,7 @@ pub fn apply(policy: &Policy, provider: &mut dyn Provider, options: &RunOptions)
     for service in &services {
         let event = apply_service(service, provider, options.noop, &changed);
         if event.changed {
-            changed.insert(service.resource_ref());
+            changed.insert(service.key());
         }
         events.push(event);
     }
@@ -143,6 +145,54 @@ fn describe_found(found: Observed) -> String {
     format!("{} and {enabled}", found.ensure)
 }
 
+/// Why `enable: false` cannot be reached by `disable` on the unit `status`
+/// describes, with what the operator can do; `None` when it can
+/// (docs/service-type.md, "Kinds of units").
+fn unreachable_enable(service: &ValidService, status: &ServiceStatus) -> Option<String> {
+    if service.enable != Some(false) {
+        return None;
+    }
+    let name = &service.name;
+    let word = status.enabled_word.as_str();
+    let (kind, why) = match word {
+        "static" => (
+            "a static unit",
+            "It has no [Install] section, so disable has nothing to remove, and it starts \
+             whenever another unit needs it.",
+        ),
+        "indirect" => (
+            "an indirect unit",
+            "It is not enabled itself: its [Install] section only names other units (Also=), \
+             or another name or instance of it is enabled; disable would disable those instead.",
+        ),
+        "generated" => (
+            "a generated unit",
+            "A systemd generator writes it at boot and on every daemon-reload, so disable has \
+             nothing to remove.",
+        ),
+        "transient" => (
+            "a transient unit",
+            "It was created at runtime (systemd-run) and has no unit file for disable to \
+             change; it disappears once it stops.",
+        ),
+        "alias" => {
+            return Some(format!(
+                "enable: false cannot be applied to {name}: it is an alias of another unit \
+                 (systemctl is-enabled says \"alias\"). Disabling it would disable the unit it \
+                 names and delete the alias. Manage the unit it points to instead: \
+                 systemctl show -p Id {name} gives its name. Nothing was changed."
+            ))
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "enable: false cannot be applied to {name}: it is {kind} (systemctl is-enabled says \
+         \"{word}\"). {why} Drop enable from this service, or mask the unit outside the \
+         policy (systemctl mask {unit}) if it must never start. Nothing was changed.",
+        unit = name.unit_name()
+    ))
+}
+
 fn apply_service(
     service: &ValidService,
     provider: &mut dyn Provider,
@@ -165,8 +215,8 @@ fn apply_service(
         final_state: None,
     };
 
-    let found = match provider.status(&service.name) {
-        Ok(status) => Observed::from(&status),
+    let status = match provider.status(&service.name) {
+        Ok(status) => status,
         Err(e) => {
             return fail(
                 event,
@@ -174,6 +224,11 @@ fn apply_service(
             )
         }
     };
+    let found = Observed::from(&status);
+    if let Some(why) = unreachable_enable(service, &status) {
+        event.final_state = Some(found.into());
+        return fail(event, why);
+    }
     let triggered = service.subscribe.iter().any(|r| changed.contains(r));
     let planned: Vec<Action> = running_action(service.ensure, found.ensure, triggered)
         .into_iter()
@@ -193,19 +248,28 @@ fn apply_service(
         if let Err(e) = provider.mutate(action.operation(), &service.name) {
             event.refreshed &= event.actions.contains(&Action::Restarted);
             event.changed = !event.actions.is_empty();
-            event.failed = true;
-            event.errors.push(format!(
-                "{} {}: {}",
-                action.operation(),
-                service.name,
-                e.message()
-            ));
+            failed_call(&mut event, action, service, &e);
             break;
         }
         event.actions.push(action);
     }
 
-    match provider.status(&service.name) {
+    let mut after = provider.status(&service.name);
+    // A unit enabled both in /etc and at runtime reads `enabled`; `disable`
+    // removes the first, and it then reads `enabled-runtime`. A second
+    // `disable`, of a unit now found `enabled-runtime`, removes the runtime
+    // enablement too. (Found `enabled-runtime` at first, the one `disable`
+    // already did all it can.)
+    let runtime_left = status.enabled_word != "enabled-runtime"
+        && matches!(&after, Ok(s) if s.enabled_word == "enabled-runtime");
+    if !event.failed && event.actions.contains(&Action::Disabled) && runtime_left {
+        if let Err(e) = provider.disable(&service.name) {
+            failed_call(&mut event, Action::Disabled, service, &e);
+        }
+        after = provider.status(&service.name);
+    }
+
+    match after {
         Ok(status) => {
             let after = Observed::from(&status);
             event.final_state = Some(after.into());
@@ -215,6 +279,22 @@ fn apply_service(
                     "failed to reach desired state: expected {}, found {}",
                     describe_desired(service),
                     describe_found(after)
+                ));
+            }
+        }
+        // A transient unit is gone once it stopped: that is `stopped`, and
+        // nothing is left to be enabled. (Missing before anything was done,
+        // it is "service not found", above.)
+        Err(ProviderError::NotFound(_))
+            if !event.failed && event.actions.contains(&Action::Stopped) =>
+        {
+            if service.enable == Some(true) {
+                event.failed = true;
+                event.errors.push(format!(
+                    "failed to reach desired state: expected {}, found no unit {}: it was \
+                     removed when it stopped (a transient unit)",
+                    describe_desired(service),
+                    service.name
                 ));
             }
         }
@@ -228,6 +308,17 @@ fn apply_service(
         }
     }
     event
+}
+
+/// Marks `event` failed by `action`'s call.
+fn failed_call(event: &mut Event, action: Action, service: &ValidService, e: &ProviderError) {
+    event.failed = true;
+    event.errors.push(format!(
+        "{} {}: {}",
+        action.operation(),
+        service.name,
+        e.message()
+    ));
 }
 
 fn fail(mut event: Event, error: String) -> Event {

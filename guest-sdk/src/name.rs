@@ -5,7 +5,11 @@
 //! and digits plus `. _ + : ~ -`. A leading `-` is refused as well, because
 //! systemctl would read it as an option. The host applies the same rules
 //! again on its side: it never trusts a guest.
+//!
+//! Names are compared as systemd compares them ([`unit_name`]): `web` and
+//! `web.service` are one unit. A policy still sends each name as declared.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use thiserror::Error;
@@ -26,6 +30,34 @@ pub enum NameError {
     LeadingDash(String),
     #[error("invalid service name {name:?}: character {character:?} is not allowed (allowed: a-z A-Z 0-9 . _ + : ~ -)")]
     ForbiddenCharacter { name: String, character: char },
+}
+
+/// The unit types of systemd 252, as unit-name suffixes spell them.
+pub const UNIT_TYPES: [&str; 11] = [
+    "service",
+    "socket",
+    "target",
+    "device",
+    "mount",
+    "automount",
+    "swap",
+    "timer",
+    "path",
+    "slice",
+    "scope",
+];
+
+/// The unit `name` stands for, as systemctl reads it: a name whose suffix
+/// (after the last `.`) is not one of the [`UNIT_TYPES`] gets `.service`
+/// (`web` → `web.service`, `a.b` → `a.b.service`, `web.socket` stays). Two
+/// names with the same unit name are the same unit.
+pub fn unit_name(name: &str) -> Cow<'_, str> {
+    match name.rsplit_once('.') {
+        Some((stem, suffix)) if !stem.is_empty() && UNIT_TYPES.contains(&suffix) => {
+            Cow::Borrowed(name)
+        }
+        _ => Cow::Owned(format!("{name}.service")),
+    }
 }
 
 /// True for the characters the design allows in a service name.
@@ -65,6 +97,11 @@ impl ServiceName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The unit this name stands for ([`unit_name`]): `web` → `web.service`.
+    pub fn unit_name(&self) -> Cow<'_, str> {
+        unit_name(&self.0)
+    }
 }
 
 impl fmt::Display for ServiceName {
@@ -88,6 +125,27 @@ mod tests {
                 "{invalid} should be rejected"
             );
         }
+    }
+
+    #[test]
+    fn unit_names_get_service_unless_they_have_a_unit_type_suffix() {
+        for (name, unit) in [
+            ("web", "web.service"),
+            ("web.service", "web.service"),
+            ("web.socket", "web.socket"),
+            ("web.timer", "web.timer"),
+            ("ssh.automount", "ssh.automount"),
+            ("a.b_c", "a.b_c.service"),
+            ("web.Service", "web.Service.service"),
+            ("web.service.d", "web.service.d.service"),
+            ("my.app.target", "my.app.target"),
+            (".service", ".service.service"),
+        ] {
+            assert_eq!(unit_name(name), unit, "{name}");
+        }
+        let name = ServiceName::parse("web").unwrap();
+        assert_eq!(name.unit_name(), "web.service");
+        assert_eq!(name.as_str(), "web", "the name itself is kept as declared");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use crate::name::ServiceName;
+use crate::name::{unit_name, ServiceName};
 use crate::resource_ref::ResourceRef;
 use crate::service::{Ensure, Service};
 
@@ -22,8 +22,15 @@ pub(crate) struct ValidService {
 }
 
 impl ValidService {
+    /// `service#NAME`, with the name as declared: what the report names.
     pub fn resource_ref(&self) -> ResourceRef {
         ResourceRef::service(self.name.as_str())
+    }
+
+    /// The key subscriptions compare with ([`ResourceRef::key`]):
+    /// `service#web.service` for a service declared `web` or `web.service`.
+    pub fn key(&self) -> ResourceRef {
+        self.resource_ref().key()
     }
 }
 
@@ -49,19 +56,22 @@ impl Policy {
 
     /// Checks the whole policy; returns every problem found, not just the first.
     ///
-    /// Rules: every service name is valid; no service is declared twice; every
-    /// subscription is a `type#name` reference; a `service#X` subscription
-    /// names a service declared *earlier* (resources apply in order, so a later
-    /// one cannot have changed yet), and never the service itself.
+    /// Rules: every service name is valid; no unit is declared twice, in any
+    /// spelling (`web` and `web.service` are one unit, see
+    /// [`crate::name::unit_name`]); every subscription is a `type#name`
+    /// reference; a `service#X` subscription names a service declared
+    /// *earlier* (resources apply in order, so a later one cannot have changed
+    /// yet), and never the service itself, in either spelling.
     pub(crate) fn validate(&self) -> Result<Vec<ValidService>, Vec<String>> {
         let mut errors = Vec::new();
         let mut valid = Vec::with_capacity(self.services.len());
-        let positions: HashMap<&str, usize> = self
+        // The first declaration of each unit.
+        let positions: HashMap<String, usize> = self
             .services
             .iter()
             .enumerate()
             .rev()
-            .map(|(i, s)| (s.name.as_str(), i))
+            .map(|(i, s)| (unit_name(&s.name).into_owned(), i))
             .collect();
 
         for (index, service) in self.services.iter().enumerate() {
@@ -73,8 +83,15 @@ impl Policy {
                     None
                 }
             };
-            if positions.get(service.name.as_str()) != Some(&index) {
-                errors.push(format!("{label} is declared more than once"));
+            let unit = unit_name(&service.name);
+            if let Some(&first) = positions.get(unit.as_ref()).filter(|&&i| i != index) {
+                errors.push(format!(
+                    "{label} is declared more than once: service#{} (declaration {}) and \
+                     {label} (declaration {}) are the same unit, {unit}; declare it once",
+                    self.services[first].name,
+                    first + 1,
+                    index + 1,
+                ));
             }
             let mut subscribe = Vec::with_capacity(service.subscribe.len());
             for text in &service.subscribe {
@@ -83,7 +100,7 @@ impl Policy {
                         if let Some(e) = check_service_ordering(&reference, index, &positions) {
                             errors.push(format!("{label}: {e}"));
                         }
-                        subscribe.push(reference);
+                        subscribe.push(reference.key());
                     }
                     Err(e) => errors.push(format!("{label}: subscribe: {e}")),
                 }
@@ -105,16 +122,17 @@ impl Policy {
     }
 }
 
-/// A `service#X` subscription must point at a service applied before this one.
+/// A `service#X` subscription must point at a service applied before this
+/// one; `X` is compared by unit name.
 fn check_service_ordering(
     reference: &ResourceRef,
     index: usize,
-    positions: &HashMap<&str, usize>,
+    positions: &HashMap<String, usize>,
 ) -> Option<String> {
     if reference.kind() != "service" {
         return None;
     }
-    match positions.get(reference.name()) {
+    match positions.get(unit_name(reference.name()).as_ref()) {
         Some(&target) if target == index => {
             Some(format!("subscribes to {reference}, which is itself"))
         }
@@ -167,6 +185,53 @@ mod tests {
         assert!(errors[0].contains("which is itself"));
         assert!(errors[1].contains("expected TYPE#NAME"));
         assert!(errors[2].contains("declared more than once"));
+    }
+
+    #[test]
+    fn one_unit_in_two_spellings_is_declared_twice_and_both_are_named() {
+        let errors = errors_of(
+            Policy::new()
+                .service(Service::new("sfx2").running())
+                .service(Service::new("web"))
+                .service(Service::new("sfx2.service").stopped()),
+        );
+        assert_eq!(
+            errors,
+            ["service#sfx2.service is declared more than once: service#sfx2 (declaration 1) \
+              and service#sfx2.service (declaration 3) are the same unit, sfx2.service; declare it once"]
+        );
+        // Other unit types are other units.
+        assert!(Policy::new()
+            .service(Service::new("web"))
+            .service(Service::new("web.socket"))
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn subscriptions_compare_by_unit_name() {
+        let valid = Policy::new()
+            .service(Service::new("db.service"))
+            .service(Service::new("web").subscribe("service#db"))
+            .validate()
+            .unwrap();
+        assert_eq!(valid[1].subscribe, [ResourceRef::service("db.service")]);
+        assert_eq!(valid[0].key(), ResourceRef::service("db.service"));
+        assert_eq!(valid[1].resource_ref().to_string(), "service#web");
+
+        let errors = errors_of(
+            Policy::new()
+                .service(Service::new("web").subscribe("service#web.service"))
+                .service(Service::new("api.service").subscribe("service#db"))
+                .service(Service::new("db")),
+        );
+        assert_eq!(
+            errors,
+            [
+                "service#web: subscribes to service#web.service, which is itself",
+                "service#api.service: subscribes to service#db, which is declared later; declare service#db first",
+            ]
+        );
     }
 
     #[test]

@@ -58,6 +58,17 @@ impl ResourceRef {
         }
     }
 
+    /// The reference as resources are compared: a `service` reference names
+    /// its unit ([`crate::name::unit_name`]), so `service#web` and
+    /// `service#web.service` are the same; other types are kept as written.
+    pub fn key(&self) -> Self {
+        if self.kind == "service" {
+            Self::service(&crate::name::unit_name(&self.name))
+        } else {
+            self.clone()
+        }
+    }
+
     pub fn kind(&self) -> &str {
         &self.kind
     }
@@ -84,6 +95,17 @@ mod tests {
         let r = ResourceRef::parse("file#/tmp/a#b").unwrap();
         assert_eq!(r.name(), "/tmp/a#b");
         assert_eq!(r.to_string(), "file#/tmp/a#b");
+    }
+
+    #[test]
+    fn service_references_are_compared_by_unit_name() {
+        let key = |text: &str| ResourceRef::parse(text).unwrap().key();
+        assert_eq!(key("service#web"), key("service#web.service"));
+        assert_eq!(key("service#web").to_string(), "service#web.service");
+        assert_ne!(key("service#web"), key("service#web.socket"));
+        // Only services name units; a file is its path.
+        assert_eq!(key("file#/etc/web").to_string(), "file#/etc/web");
+        assert_ne!(key("file#web"), key("file#web.service"));
     }
 
     #[test]

@@ -4,40 +4,125 @@
 //! test inject failures: an operation that returns an error, or one that
 //! "succeeds" without taking effect (like a `Type=simple` unit whose program
 //! exits at once), to exercise the desired-state check.
+//!
+//! A unit's state carries the words `systemctl is-active` and `is-enabled`
+//! would print, and the operations change them as systemd 252 does (with
+//! the host's complete `disable`): `stop` removes a `transient` unit,
+//! `disable` of an `alias` or a `linked` unit removes the link and so the
+//! unit, `disable` of a `static`, `indirect` or `generated` one changes
+//! nothing, a `masked` unit cannot be started or enabled. Units are found
+//! by unit name, as systemd finds them: `web` and `web.service` are one unit.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use crate::name::ServiceName;
+use crate::name::{unit_name, ServiceName};
 use crate::provider::{Operation, Provider, ProviderError, ServiceStatus};
 
-/// The state of one simulated unit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// `is-active` words and whether each counts as running (docs/service-type.md,
+/// "Reading status: is-active").
+const ACTIVE_WORDS: [(&str, bool); 7] = [
+    ("active", true),
+    ("reloading", true),
+    ("refreshing", true),
+    ("inactive", false),
+    ("failed", false),
+    ("activating", false),
+    ("deactivating", false),
+];
+
+/// `is-enabled` words and whether each counts as enabled (docs/service-type.md,
+/// "Reading status: is-enabled").
+const ENABLED_WORDS: [(&str, bool); 12] = [
+    ("enabled", true),
+    ("enabled-runtime", true),
+    ("alias", true),
+    ("static", true),
+    ("indirect", true),
+    ("generated", true),
+    ("transient", true),
+    ("linked", false),
+    ("linked-runtime", false),
+    ("masked", false),
+    ("masked-runtime", false),
+    ("disabled", false),
+];
+
+#[track_caller]
+fn counts(table: &[(&'static str, bool)], word: &str, command: &str) -> (&'static str, bool) {
+    table
+        .iter()
+        .copied()
+        .find(|(known, _)| *known == word)
+        .unwrap_or_else(|| panic!("{word:?} is not a word systemctl {command} prints"))
+}
+
+/// The state of one simulated unit: whether it runs and starts at boot, and
+/// the words systemd says that with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnitState {
     pub running: bool,
     pub enabled: bool,
+    /// What `systemctl is-active` prints: `active`, `inactive`, `failed`, ...
+    pub active_word: &'static str,
+    /// What `systemctl is-enabled` prints: `enabled`, `disabled`, `static`,
+    /// `alias`, `enabled-runtime`, `masked`, ...
+    pub enabled_word: &'static str,
+}
+
+/// Stopped and disabled.
+impl Default for UnitState {
+    fn default() -> Self {
+        Self {
+            running: false,
+            enabled: false,
+            active_word: "inactive",
+            enabled_word: "disabled",
+        }
+    }
 }
 
 impl UnitState {
+    /// Running (`active`) and disabled.
     pub fn running() -> Self {
-        Self {
-            running: true,
-            enabled: false,
-        }
+        Self::default().with_active_word("active")
     }
 
+    /// Stopped (`inactive`) and disabled.
     pub fn stopped() -> Self {
         Self::default()
     }
 
-    pub fn enabled(mut self) -> Self {
-        self.enabled = true;
+    /// `enabled`.
+    pub fn enabled(self) -> Self {
+        self.with_enabled_word("enabled")
+    }
+
+    /// `disabled`.
+    pub fn disabled(self) -> Self {
+        self.with_enabled_word("disabled")
+    }
+
+    /// Sets what `is-active` says, and so whether the unit counts as running:
+    /// `UnitState::stopped().with_active_word("failed")`. Panics on a word
+    /// systemctl does not print.
+    #[track_caller]
+    pub fn with_active_word(mut self, word: &str) -> Self {
+        (self.active_word, self.running) = counts(&ACTIVE_WORDS, word, "is-active");
         self
     }
 
-    pub fn disabled(mut self) -> Self {
-        self.enabled = false;
+    /// Sets what `is-enabled` says, and so whether the unit counts as
+    /// enabled: `UnitState::running().with_enabled_word("static")`. Panics on
+    /// a word systemctl does not print.
+    #[track_caller]
+    pub fn with_enabled_word(mut self, word: &str) -> Self {
+        (self.enabled_word, self.enabled) = counts(&ENABLED_WORDS, word, "is-enabled");
         self
+    }
+
+    fn is_masked(&self) -> bool {
+        self.enabled_word.starts_with("masked")
     }
 }
 
@@ -59,6 +144,16 @@ impl fmt::Display for Call {
 enum Fault {
     Fail(ProviderError),
     NoEffect,
+    /// The operation works, then `is-enabled` says this word (once).
+    LeavesEnabledWord(&'static str),
+}
+
+/// What an operation does to a unit.
+enum Effect {
+    Keep,
+    Set(UnitState),
+    Remove,
+    Refuse(ProviderError),
 }
 
 /// A system of simulated units that implements [`Provider`].
@@ -74,9 +169,9 @@ impl SimulatedSystem {
         Self::default()
     }
 
-    /// Adds a unit in the given state.
+    /// Adds a unit in the given state (`web` and `web.service` are the same unit).
     pub fn with_unit(mut self, name: &str, state: UnitState) -> Self {
-        self.units.insert(name.to_owned(), state);
+        self.units.insert(unit_name(name).into_owned(), state);
         self
     }
 
@@ -87,21 +182,44 @@ impl SimulatedSystem {
         service: &str,
         error: ProviderError,
     ) -> Self {
-        self.faults
-            .insert((operation, service.to_owned()), Fault::Fail(error));
+        self.faults.insert(
+            (operation, unit_name(service).into_owned()),
+            Fault::Fail(error),
+        );
         self
     }
 
     /// Makes `operation` on `service` report success without changing the unit.
     pub fn with_no_effect(mut self, operation: Operation, service: &str) -> Self {
-        self.faults
-            .insert((operation, service.to_owned()), Fault::NoEffect);
+        self.faults.insert(
+            (operation, unit_name(service).into_owned()),
+            Fault::NoEffect,
+        );
+        self
+    }
+
+    /// Makes the next `operation` on `service` work as usual and then leave
+    /// `is-enabled` saying `word`: for example a `disable` of a unit enabled
+    /// both in /etc and at runtime, which leaves it `enabled-runtime`. Used
+    /// once, then the operation is ordinary again.
+    #[track_caller]
+    pub fn with_enabled_word_after(
+        mut self,
+        operation: Operation,
+        service: &str,
+        word: &str,
+    ) -> Self {
+        let (word, _) = counts(&ENABLED_WORDS, word, "is-enabled");
+        self.faults.insert(
+            (operation, unit_name(service).into_owned()),
+            Fault::LeavesEnabledWord(word),
+        );
         self
     }
 
     /// The current state of a unit, if it exists.
     pub fn unit(&self, name: &str) -> Option<UnitState> {
-        self.units.get(name).copied()
+        self.units.get(unit_name(name).as_ref()).copied()
     }
 
     /// Every call made, in order.
@@ -205,58 +323,122 @@ impl SimulatedSystem {
         &mut self,
         operation: Operation,
         service: &ServiceName,
-        effect: impl FnOnce(&mut UnitState),
+        effect: impl FnOnce(UnitState, &ServiceName) -> Effect,
     ) -> Result<(), ProviderError> {
         self.calls.push(Call {
             operation,
             service: service.to_string(),
         });
-        let fault = self.faults.get(&(operation, service.to_string())).cloned();
-        let unit = self
+        let key = (operation, service.unit_name().into_owned());
+        let fault = self.faults.get(&key).cloned();
+        let unit = *self
             .units
-            .get_mut(service.as_str())
+            .get(&key.1)
             .ok_or_else(|| ProviderError::not_found(service.as_str()))?;
-        match fault {
-            Some(Fault::Fail(error)) => Err(error),
-            Some(Fault::NoEffect) => Ok(()),
-            None => {
-                effect(unit);
-                Ok(())
+        let effect = match fault {
+            Some(Fault::Fail(error)) => return Err(error),
+            Some(Fault::NoEffect) => return Ok(()),
+            Some(Fault::LeavesEnabledWord(word)) => {
+                self.faults.remove(&key);
+                match effect(unit, service) {
+                    Effect::Set(state) => Effect::Set(state.with_enabled_word(word)),
+                    Effect::Keep => Effect::Set(unit.with_enabled_word(word)),
+                    other => other,
+                }
             }
+            None => effect(unit, service),
+        };
+        match effect {
+            Effect::Keep => {}
+            Effect::Set(state) => {
+                self.units.insert(key.1, state);
+            }
+            Effect::Remove => {
+                self.units.remove(&key.1);
+            }
+            Effect::Refuse(error) => return Err(error),
         }
+        Ok(())
     }
+}
+
+/// `systemctl VERB` refused a masked unit, as the host reports it.
+fn masked(verb: &str, service: &ServiceName, stderr: String) -> Effect {
+    Effect::Refuse(ProviderError::CommandFailed(format!(
+        "systemctl {verb} --system -- {service} failed (exit status 1): {stderr}"
+    )))
+}
+
+fn start(unit: UnitState, service: &ServiceName, verb: &str) -> Effect {
+    if unit.is_masked() {
+        let name = service.unit_name();
+        return masked(
+            verb,
+            service,
+            format!("Failed to {verb} {name}: Unit {name} is masked."),
+        );
+    }
+    Effect::Set(unit.with_active_word("active"))
 }
 
 impl Provider for SimulatedSystem {
     fn status(&mut self, service: &ServiceName) -> Result<ServiceStatus, ProviderError> {
-        self.perform(Operation::Status, service, |_| {})?;
-        let unit = self.units[service.as_str()];
+        self.perform(Operation::Status, service, |_, _| Effect::Keep)?;
+        let unit = self.units[service.unit_name().as_ref()];
         Ok(ServiceStatus {
             name: service.to_string(),
             provider: "simulated".to_owned(),
             enabled: unit.enabled,
             running: unit.running,
+            active_word: unit.active_word.to_owned(),
+            enabled_word: unit.enabled_word.to_owned(),
         })
     }
 
     fn start(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
-        self.perform(Operation::Start, service, |u| u.running = true)
+        self.perform(Operation::Start, service, |u, s| start(u, s, "start"))
     }
 
+    /// A transient unit is gone once stopped.
     fn stop(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
-        self.perform(Operation::Stop, service, |u| u.running = false)
+        self.perform(Operation::Stop, service, |u, _| match u.enabled_word {
+            "transient" => Effect::Remove,
+            _ => Effect::Set(u.with_active_word("inactive")),
+        })
     }
 
     fn restart(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
-        self.perform(Operation::Restart, service, |u| u.running = true)
+        self.perform(Operation::Restart, service, |u, s| start(u, s, "restart"))
     }
 
+    /// Only a unit with an [Install] section to carry out changes: the words
+    /// that already count as enabled stay as they are.
     fn enable(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
-        self.perform(Operation::Enable, service, |u| u.enabled = true)
+        self.perform(Operation::Enable, service, |u, s| {
+            if u.is_masked() {
+                let stderr = format!(
+                    "Failed to enable unit: Unit file /etc/systemd/system/{} is masked.",
+                    s.unit_name()
+                );
+                return masked("enable", s, stderr);
+            }
+            if u.enabled {
+                Effect::Keep
+            } else {
+                Effect::Set(u.with_enabled_word("enabled"))
+            }
+        })
     }
 
+    /// The host's complete disable: `enabled` and `enabled-runtime` become
+    /// `disabled`; an alias or a linked unit loses its link and is gone;
+    /// the other words do not change.
     fn disable(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
-        self.perform(Operation::Disable, service, |u| u.enabled = false)
+        self.perform(Operation::Disable, service, |u, _| match u.enabled_word {
+            "enabled" | "enabled-runtime" => Effect::Set(u.with_enabled_word("disabled")),
+            "alias" | "linked" | "linked-runtime" => Effect::Remove,
+            _ => Effect::Keep,
+        })
     }
 }
 
@@ -340,6 +522,74 @@ mod tests {
             "+ start a\n  (none expected)\n"
         );
         assert_eq!(line_diff(&["start a"], &[]), "- start a\n  (none made)\n");
+    }
+
+    fn name(text: &str) -> ServiceName {
+        ServiceName::parse(text).unwrap()
+    }
+
+    #[test]
+    fn the_constructors_say_the_words_systemctl_would() {
+        let state = UnitState::running().enabled();
+        assert_eq!(
+            (state.active_word, state.enabled_word),
+            ("active", "enabled")
+        );
+        assert_eq!(UnitState::stopped(), UnitState::default());
+        assert_eq!(UnitState::stopped().active_word, "inactive");
+        let failed = UnitState::running().with_active_word("failed");
+        assert!(!failed.running);
+        let alias = UnitState::stopped().with_enabled_word("alias");
+        assert!(alias.enabled);
+        let linked = UnitState::stopped().with_enabled_word("linked");
+        assert!(!linked.enabled);
+        let bad = std::panic::catch_unwind(|| UnitState::stopped().with_enabled_word("bogus"));
+        assert!(bad.is_err(), "an unknown word is a mistake in the test");
+    }
+
+    #[test]
+    fn operations_change_units_as_systemd_does() {
+        let mut system = SimulatedSystem::new()
+            .with_unit("tr", UnitState::running().with_enabled_word("transient"))
+            .with_unit("ali", UnitState::running().with_enabled_word("alias"))
+            .with_unit("lnk", UnitState::stopped().with_enabled_word("linked"))
+            .with_unit("st", UnitState::stopped().with_enabled_word("static"))
+            .with_unit(
+                "rt",
+                UnitState::stopped().with_enabled_word("enabled-runtime"),
+            )
+            .with_unit("m", UnitState::stopped().with_enabled_word("masked"));
+        system.stop(&name("tr")).unwrap();
+        assert_eq!(
+            system.unit("tr"),
+            None,
+            "a transient unit is gone once stopped"
+        );
+        system.disable(&name("ali")).unwrap();
+        assert_eq!(system.unit("ali"), None, "disable deletes an alias");
+        system.disable(&name("lnk")).unwrap();
+        assert_eq!(system.unit("lnk"), None, "disable deletes a link");
+        system.disable(&name("st")).unwrap();
+        system.enable(&name("st")).unwrap();
+        assert_eq!(system.unit("st").unwrap().enabled_word, "static");
+        system.disable(&name("rt")).unwrap();
+        assert_eq!(system.unit("rt"), Some(UnitState::stopped().disabled()));
+        assert!(matches!(
+            system.start(&name("m")),
+            Err(ProviderError::CommandFailed(m)) if m.ends_with("Unit m.service is masked.")
+        ));
+        assert!(system.enable(&name("m")).is_err());
+        assert_eq!(system.unit("m").unwrap().enabled_word, "masked");
+    }
+
+    #[test]
+    fn units_are_found_by_unit_name() {
+        let mut system = SimulatedSystem::new().with_unit("web", UnitState::stopped());
+        system.start(&name("web.service")).unwrap();
+        assert_eq!(system.unit("web"), Some(UnitState::running()));
+        assert_eq!(system.unit("web.service"), Some(UnitState::running()));
+        assert!(system.status(&name("web.socket")).is_err());
+        system.assert_calls(&["start web.service", "status web.socket"]);
     }
 
     #[test]

@@ -258,11 +258,11 @@ fn oracle(
                 Some(FaultKind::NoEffect) => {}
                 None => {
                     let unit = units.get_mut(d.name).expect("unit exists");
-                    match action {
-                        Action::Started | Action::Restarted => unit.running = true,
-                        Action::Stopped => unit.running = false,
-                        Action::Enabled => unit.enabled = true,
-                        Action::Disabled => unit.enabled = false,
+                    *unit = match action {
+                        Action::Started | Action::Restarted => unit.with_active_word("active"),
+                        Action::Stopped => unit.with_active_word("inactive"),
+                        Action::Enabled => unit.enabled(),
+                        Action::Disabled => unit.disabled(),
                     }
                 }
             }
@@ -389,7 +389,14 @@ fn unit() -> impl Strategy<Value = Option<UnitState>> {
     prop_oneof![
         1 => Just(None),
         8 => (any::<bool>(), any::<bool>())
-            .prop_map(|(running, enabled)| Some(UnitState { running, enabled })),
+            .prop_map(|(running, enabled)| {
+                let state = if running {
+                    UnitState::running()
+                } else {
+                    UnitState::stopped()
+                };
+                Some(if enabled { state.enabled() } else { state })
+            }),
     ]
 }
 

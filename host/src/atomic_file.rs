@@ -45,6 +45,11 @@ pub fn write(path: &Path, contents: &[u8], mode: u32) -> anyhow::Result<()> {
     file.persist(path)
         .map_err(|e| e.error)
         .with_context(|| format!("renaming into {}", path.display()))?;
+    // The rename is durable only once the directory is: a crash right after
+    // must not bring back the old file.
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))?;
     Ok(())
 }
 

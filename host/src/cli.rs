@@ -142,7 +142,9 @@ pub struct RunArgs {
     #[arg(required = true, value_name = "POLICY")]
     pub policies: Vec<PathBuf>,
 
-    /// A settings document passed to the policy as text (for the manifest policy: the manifest).
+    /// A settings document passed to the policy as text (for the manifest policy: the
+    /// manifest). It is the desired state as much as the policy is: it must be signed
+    /// (FILE.minisig) like a policy, under its own file name.
     #[arg(long, value_name = "FILE")]
     pub settings: Option<PathBuf>,
 
@@ -182,10 +184,15 @@ pub struct RunArgs {
     #[command(flatten)]
     pub trust: TrustArgs,
 
-    /// Run a policy without a valid signature (development only): prints a
-    /// warning and records `signature.verified: false` in the report.
+    /// Run a policy and settings without a valid signature (development only):
+    /// prints a warning and records `signature.verified: false` in the report.
     #[arg(long)]
     pub allow_unsigned: bool,
+
+    /// Run a policy or settings signed earlier than the version already accepted
+    /// on this machine (rollback protection; see --state-dir).
+    #[arg(long)]
+    pub allow_rollback: bool,
 
     #[command(flatten)]
     pub run_flags: RunFlags,

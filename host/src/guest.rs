@@ -153,6 +153,11 @@ impl HostRecord {
                 continue;
             };
             if call.outcome != "ok" {
+                // A unit a later status found gone (a transient unit after
+                // its stop) has no last state any more.
+                if operation == Operation::Status && call.outcome == "not-found" {
+                    record.last_state.remove(service);
+                }
                 continue;
             }
             if let Some(state) = call.state {

@@ -16,7 +16,9 @@ use thiserror::Error;
 pub struct Limits {
     /// Time the guest itself may run, host calls excluded.
     pub cpu_time: Duration,
-    /// Linear memory (and table) growth a guest may reach, in bytes.
+    /// What all of a guest's linear memories and tables may take together,
+    /// in bytes (one budget per run, not one per memory; see
+    /// `runtime::meter::MemoryLimiter` for how tables are counted).
     pub memory_bytes: usize,
     /// Provider calls (status included) a guest may make in one run.
     pub call_budget: u64,
@@ -49,10 +51,19 @@ impl Limits {
 pub enum LimitExceeded {
     #[error("the policy used more than its CPU time limit of {}s and was stopped", .0.as_secs_f64())]
     CpuTime(Duration),
+    /// `requested` is the total the growth would have reached: every linear
+    /// memory and every table of the run together.
     #[error(
-        "the policy tried to grow its memory to {requested} bytes, over its limit of {limit} bytes"
+        "the policy tried to grow its memory and tables to {requested} bytes in total, over its limit of {limit} bytes"
     )]
     Memory { limit: usize, requested: usize },
+    /// Too many core instances, linear memories or tables (`what`) in one run.
+    #[error("the policy tried to create {requested} {what}, over its limit of {limit}")]
+    MemoryCount {
+        what: &'static str,
+        limit: usize,
+        requested: usize,
+    },
     #[error("the policy made more than its budget of {0} provider calls and was stopped")]
     CallBudget(u64),
     #[error("the run took longer than its wall-clock limit of {}s and was stopped", .0.as_secs_f64())]
@@ -64,7 +75,7 @@ impl LimitExceeded {
     pub fn class(&self) -> &'static str {
         match self {
             LimitExceeded::CpuTime(_) => "cpu-time-limit",
-            LimitExceeded::Memory { .. } => "memory-limit",
+            LimitExceeded::Memory { .. } | LimitExceeded::MemoryCount { .. } => "memory-limit",
             LimitExceeded::CallBudget(_) => "call-budget",
             LimitExceeded::WallClock(_) => "wall-clock-limit",
         }

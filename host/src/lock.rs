@@ -1,12 +1,25 @@
 //! The machine-wide run lock: two `host run` processes never interleave
 //! their systemctl calls.
+//!
+//! The lock file lives in a directory only root (or the running user) can
+//! change: by default `/run/policy-host/`, created 0700 (the shipped unit's
+//! `RuntimeDirectory=`). Anyone who can open the file can take the `flock`,
+//! even through a read-only descriptor, and hold it forever; anyone who can
+//! write its directory can plant a symbolic link there. So the directory is
+//! checked with [`crate::fs_safety`] (never a symbolic link, owned by root or
+//! the running user, writable by no one else, nor are its parents), the file
+//! is opened without following a symbolic link, must be a regular file owned
+//! by the running user with one link, and is kept at mode 0600.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions, Permissions, TryLockError};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+
+use crate::fs_safety;
 
 /// How to behave when another run holds the lock.
 #[derive(Debug, Clone, Copy)]
@@ -28,17 +41,7 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock, waiting per `wait`. Says on stderr who holds it while waiting.
     pub fn acquire(path: &Path, wait: Wait) -> anyhow::Result<Self> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
-        }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .with_context(|| format!("opening the lock file {}", path.display()))?;
+        let mut file = open(path)?;
         let started = Instant::now();
         let mut announced = false;
         loop {
@@ -85,6 +88,61 @@ impl RunLock {
     }
 }
 
+/// Opens (creating) the lock file in its checked directory; see the module
+/// documentation.
+fn open(path: &Path) -> anyhow::Result<File> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs_safety::private_dir(dir)
+        .with_context(|| format!("refusing the lock directory {}", dir.display()))?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            // O_NOFOLLOW says ELOOP for a symbolic link.
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                anyhow::anyhow!("it is a symbolic link")
+            } else {
+                e.into()
+            }
+        })
+        .with_context(|| format!("refusing the lock file {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("checking the lock file {}", path.display()))?;
+    let problem = if !meta.is_file() {
+        Some("it is not a regular file".to_owned())
+    } else if meta.uid() != fs_safety::euid() {
+        Some(format!(
+            "it is owned by uid {}, not by the running user (uid {})",
+            meta.uid(),
+            fs_safety::euid()
+        ))
+    } else if meta.nlink() != 1 {
+        Some(format!("it has {} hard links", meta.nlink()))
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        bail!("refusing the lock file {}: {problem}", path.display());
+    }
+    // Nobody else may open it (a read-only descriptor is enough to hold a
+    // flock): tighten a file left by an older version. On the descriptor,
+    // which is the checked file.
+    if meta.mode() & 0o077 != 0 {
+        file.set_permissions(Permissions::from_mode(0o600))
+            .with_context(|| format!("making {} private", path.display()))?;
+    }
+    Ok(file)
+}
+
 fn holder(file: &mut File) -> String {
     let mut text = String::new();
     let _ = file
@@ -119,5 +177,79 @@ mod tests {
         assert!(err.contains("giving up"), "{err}");
         drop(first);
         RunLock::acquire(&path, Wait::No).expect("free again once dropped");
+    }
+
+    fn scratch() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("policy-host-lock-")
+            .tempdir()
+            .unwrap()
+    }
+
+    fn mode_of(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_missing_lock_directory_is_created_private_and_the_file_0600() {
+        let scratch = scratch();
+        let dir = scratch.path().join("policy-host");
+        let path = dir.join("lock");
+        let lock = RunLock::acquire(&path, Wait::No).unwrap();
+        assert_eq!(mode_of(&dir), 0o700);
+        assert_eq!(mode_of(&path), 0o600);
+        drop(lock);
+        // A lock file an older version left readable is made private.
+        std::fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
+        RunLock::acquire(&path, Wait::No).unwrap();
+        assert_eq!(mode_of(&path), 0o600);
+    }
+
+    #[test]
+    fn a_symlink_at_the_lock_path_is_refused_and_its_target_untouched() {
+        let scratch = scratch();
+        let victim = scratch.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let path = scratch.path().join("lock");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let err = format!("{:#}", RunLock::acquire(&path, Wait::No).unwrap_err());
+        assert!(err.contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        // A hard link to it (planted where the link was) is refused too.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::hard_link(&victim, &path).unwrap();
+        let err = format!("{:#}", RunLock::acquire(&path, Wait::No).unwrap_err());
+        assert!(err.contains("2 hard links"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    }
+
+    #[test]
+    fn a_lock_directory_others_can_write_or_a_symlinked_one_is_refused() {
+        let scratch = scratch();
+        let open = scratch.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, Permissions::from_mode(0o1777)).unwrap();
+        let err = format!(
+            "{:#}",
+            RunLock::acquire(&open.join("lock"), Wait::No).unwrap_err()
+        );
+        assert!(err.contains("refusing the lock directory"), "{err}");
+        assert!(
+            err.contains("writable by group or others (mode 1777)"),
+            "{err}"
+        );
+        assert!(!open.join("lock").exists());
+
+        let real = scratch.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::set_permissions(&real, Permissions::from_mode(0o755)).unwrap();
+        let link = scratch.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let err = format!(
+            "{:#}",
+            RunLock::acquire(&link.join("lock"), Wait::No).unwrap_err()
+        );
+        assert!(err.contains("is a symbolic link"), "{err}");
+        assert_eq!(mode_of(&real), 0o755, "never chmodded");
     }
 }

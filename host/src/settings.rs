@@ -11,9 +11,10 @@
 //! ```toml
 //! allow_units = ["web-*", "nginx.service"]
 //! trusted_keys_dir = "/etc/policy-host/trusted-keys"
-//! lock_file = "/run/lock/policy-host.lock"
+//! lock_file = "/run/policy-host/lock"
 //! lock_timeout_secs = 600
 //! cache_dir = "/var/cache/policy-host"
+//! state_dir = "/var/lib/policy-host"
 //!
 //! [limits]
 //! cpu_time_secs = 10
@@ -178,8 +179,9 @@ pub const SETTINGS: &[Setting] = &[
         flag: "lock-file",
         key: "lock_file",
         value_name: "FILE",
-        help: "The lock file that keeps two runs on this machine from interleaving",
-        default: Some("/run/lock/policy-host.lock"),
+        help: "The lock file that keeps two runs on this machine from interleaving; its directory \
+               must be root's alone (created 0700 when missing)",
+        default: Some("/run/policy-host/lock"),
         kind: Kind::Path,
         scope: Scope::Run,
     },
@@ -190,6 +192,16 @@ pub const SETTINGS: &[Setting] = &[
         help: "How long to wait for another run to release the lock, in seconds",
         default: Some("600"),
         kind: Kind::Seconds,
+        scope: Scope::Run,
+    },
+    Setting {
+        flag: "state-dir",
+        key: "state_dir",
+        value_name: "DIR",
+        help: "Where the host keeps what it must remember between runs (root-only): the newest \
+               signed version of each policy and settings file accepted, for rollback protection",
+        default: Some("/var/lib/policy-host"),
+        kind: Kind::Path,
         scope: Scope::Run,
     },
     Setting {
@@ -565,6 +577,7 @@ pub struct RunSettings {
     pub lock_file: PathBuf,
     pub lock_timeout: Duration,
     pub cache_dir: PathBuf,
+    pub state_dir: PathBuf,
 }
 
 impl RunSettings {
@@ -591,6 +604,7 @@ impl RunSettings {
             lock_file: r.path("lock-file")?,
             lock_timeout: r.seconds("lock-timeout")?,
             cache_dir: r.path("cache-dir")?,
+            state_dir: r.path("state-dir")?,
         })
     }
 

@@ -59,13 +59,29 @@ fn actual() -> Graph {
             let text = std::fs::read_to_string(&path).unwrap();
             let code = text.split("#[cfg(test)]").next().unwrap();
             let deps = graph.entry(top.clone()).or_default();
-            for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
-                for part in line.split("crate::").skip(1) {
-                    let name: String = part
+            let code: String = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for part in code.split("crate::").skip(1) {
+                // `crate::a::b` names `a`; `crate::{a, b::c}` names `a` and `b`.
+                let names: Vec<&str> = match part.strip_prefix('{') {
+                    Some(group) => group
+                        .split('}')
+                        .next()
+                        .unwrap_or("")
+                        .split(',')
+                        .map(str::trim)
+                        .collect(),
+                    None => vec![part],
+                };
+                for item in names {
+                    let name: String = item
                         .chars()
                         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                         .collect();
-                    if !name.is_empty() && name != top {
+                    if !name.is_empty() && name != top && name != "self" {
                         deps.insert(name);
                     }
                 }

@@ -215,13 +215,20 @@ pub fn run_args() -> Vec<std::ffi::OsString> {
 }
 
 /// `--lock-file` and `--cache-dir` of this test process (see [`run_args`]),
-/// for tests that bring their own keys.
+/// and a `--state-dir` of this call's own, for tests that bring their own
+/// keys. The state (the versions accepted, for rollback protection) is fresh
+/// for every call: tests that sign files of one name in parallel must not
+/// refuse each other's as rollbacks. Tests of rollback pass their own.
 pub fn isolation_args() -> Vec<std::ffi::OsString> {
+    static STATES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = STATES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     vec![
         "--lock-file".into(),
         process_dir().join("run.lock").into_os_string(),
         "--cache-dir".into(),
         process_dir().join("cache").into_os_string(),
+        "--state-dir".into(),
+        process_dir().join(format!("state-{n}")).into_os_string(),
     ]
 }
 

@@ -154,6 +154,11 @@ impl FakeSystemctl {
     /// Adds (or replaces) a unit with the given `is-active` word (`active`,
     /// `inactive`, `failed`, ...) and `is-enabled` word (`enabled`,
     /// `disabled`, `masked`, `static`, ...). Units not added are missing.
+    ///
+    /// The words behave as in systemd 252: a plain `disable` leaves an
+    /// `enabled-runtime` unit as it is, and `disable --runtime` disables it;
+    /// `disable` of an `alias` or a `linked` unit deletes the link (the unit
+    /// is then missing); `stop` of a `transient` unit makes it disappear.
     pub fn unit(&self, name: &str, active: &str, enabled: &str) -> &Self {
         let dir = self.unit_dir(name);
         fs::create_dir_all(&dir).unwrap();
@@ -271,8 +276,9 @@ impl FakeSystemctl {
             .count()
     }
 
-    /// Invocations whose argument shape was neither `daemon-reload` nor
-    /// `CMD --system -- NAME` with a known CMD (the fake exited 64 for them).
+    /// Invocations whose argument shape was neither `daemon-reload`,
+    /// `CMD --system -- NAME` with a known CMD, nor `disable --runtime
+    /// --system -- NAME` (the fake exited 64 for them).
     pub fn rejected_calls(&self) -> Vec<String> {
         self.read_lines("rejected.log")
     }
@@ -417,6 +423,65 @@ mod tests {
     }
 
     #[test]
+    fn answers_for_kinds_of_units_like_systemctl_252() {
+        let fake = FakeSystemctl::new();
+        fake.unit("rt", "active", "enabled-runtime")
+            .unit("ali", "active", "alias")
+            .unit("lnk", "inactive", "linked")
+            .unit("tr", "active", "transient")
+            .unit("st", "inactive", "static");
+        let runtime = |name: &str| sysctl(&fake, &["disable", "--runtime", "--system", "--", name]);
+
+        // A plain disable leaves the runtime enablement; --runtime removes it.
+        assert_eq!(q(&fake, "disable", "rt"), o("", "", 0));
+        assert_eq!(q(&fake, "is-enabled", "rt"), o("enabled-runtime\n", "", 0));
+        assert_eq!(
+            runtime("rt"),
+            o(
+                "",
+                "Removed \"/run/systemd/system/multi-user.target.wants/rt.service\".\n",
+                0
+            )
+        );
+        assert_eq!(q(&fake, "is-enabled", "rt"), o("disabled\n", "", 1));
+        assert_eq!(runtime("st"), o("", "", 0));
+        assert_eq!(fake.enabled("st").unwrap(), "static");
+
+        // Disabling an alias or a link deletes it: the unit is gone.
+        for name in ["ali", "lnk"] {
+            assert_eq!(q(&fake, "disable", name).2, 0);
+            assert_eq!(fake.state(name), None, "{name}");
+            assert_eq!(q(&fake, "is-enabled", name).2, 1);
+        }
+        // A transient unit is gone once stopped; static stays static.
+        assert_eq!(q(&fake, "is-enabled", "tr"), o("transient\n", "", 0));
+        assert_eq!(q(&fake, "stop", "tr"), o("", "", 0));
+        assert_eq!(fake.state("tr"), None);
+        assert_eq!(q(&fake, "disable", "st"), o("", "", 0));
+        assert_eq!(q(&fake, "is-enabled", "st"), o("static\n", "", 0));
+
+        assert!(
+            fake.rejected_calls().is_empty(),
+            "{:?}",
+            fake.rejected_calls()
+        );
+        assert_eq!(
+            fake.mutating_calls()[1],
+            "disable --runtime --system -- rt",
+            "the runtime disable is a mutating call"
+        );
+        // Its faults are keyed `disable-runtime`.
+        fake.unit("rt", "active", "enabled-runtime").fail(
+            "disable-runtime",
+            "rt",
+            1,
+            "Access denied",
+        );
+        assert_eq!(runtime("rt"), o("", "Access denied\n", 1));
+        assert_eq!(fake.enabled("rt").unwrap(), "enabled-runtime");
+    }
+
+    #[test]
     fn rejects_other_argument_shapes() {
         let fake = FakeSystemctl::new();
         fake.unit("web", "active", "enabled");
@@ -427,11 +492,13 @@ mod tests {
             &["start", "--", "--system", "web"],
             &["daemon-reload", "--system"],
             &["kill", "--system", "--", "web"],
+            &["enable", "--runtime", "--system", "--", "web"],
+            &["disable", "--system", "--runtime", "--", "web"],
             &[],
         ] {
             assert_eq!(sysctl(&fake, args).2, 64, "{args:?}");
         }
-        assert_eq!(fake.rejected_calls().len(), 7);
+        assert_eq!(fake.rejected_calls().len(), 9);
         assert_eq!(fake.rejected_calls()[0], "is-active web");
         assert_eq!(
             fake.state("web").unwrap(),

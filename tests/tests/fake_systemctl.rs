@@ -3,6 +3,14 @@
 //!
 //! Every test that lets the host reach systemctl also checks that every
 //! invocation had the shape `CMD --system -- NAME` or `daemon-reload`.
+//!
+//! These tests cover what only a run of the binary shows: command-line flags,
+//! exit codes, the JSON and human reports, the host's call records,
+//! daemon-reload, noop and name checks enforced by the host, limits, finding
+//! systemctl, and refusing bad input. Each desired-state family (idempotency,
+//! noop, subscribe, failures) keeps one run here to show it is wired through;
+//! its table rows are asserted natively in guest-sdk/tests/service_type.rs,
+//! and the rows of systemctl's output in host/src/provider/parse.rs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -29,10 +37,12 @@ fn manifest_policy() -> PathBuf {
     signed_policy("manifest-policy")
 }
 
-/// Writes a settings file into the fake's directory.
+/// Writes a settings file into the fake's directory, signed with the test
+/// key: settings are signed like policies.
 fn settings(fake: &FakeSystemctl, file: &str, text: &str) -> PathBuf {
     let path = fake.root().join(file);
     fs::write(&path, text).unwrap();
+    sign_file(&path);
     path
 }
 
@@ -227,41 +237,27 @@ fn detailed_exitcodes_distinguish_changes_and_failures() {
     assert_shapes(&fake);
 }
 
+/// docs/service-type.md, daemon-reload: one reload per run, before the first
+/// call, however many operations follow. (How `is-active`/`is-enabled` words
+/// are read is tested in host/src/provider/parse.rs.)
 #[test]
 fn exactly_one_daemon_reload_per_run() {
     let fake = FakeSystemctl::new();
     let mut yaml = String::from("- service:\n");
-    for i in 0..12 {
+    for i in 0..4 {
         fake.unit(&format!("svc{i}"), "inactive", "disabled");
         yaml.push_str(&format!(
             "    - svc{i}:\n        ensure: running\n        enable: true\n"
         ));
     }
-    // Words the host must read the right way.
-    fake.unit("crashed", "failed", "enabled")
-        .unit("boot-static", "active", "static")
-        .unit("aliased", "active", "alias")
-        .unit("runtime", "active", "enabled-runtime");
-    yaml.push_str("    - crashed:\n        enable: true\n");
-    yaml.push_str("    - boot-static:\n        enable: true\n");
-    yaml.push_str("    - aliased:\n        enable: true\n");
-    yaml.push_str("    - runtime:\n        enable: true\n");
 
     let r = manifest(&fake, &yaml, &[]);
     r.assert_exit(0);
     assert_shapes(&fake);
     assert_eq!(fake.daemon_reloads(), 1, "{:#?}", fake.calls());
     assert_eq!(fake.calls()[0], "daemon-reload");
-    assert!(
-        !fake.mutating_calls().iter().any(|c| c.starts_with("enable")
-            && (c.ends_with(" boot-static") || c.ends_with(" aliased") || c.ends_with(" runtime"))),
-        "static, alias and enabled-runtime count as enabled: {:#?}",
-        fake.mutating_calls()
-    );
-    assert!(fake
-        .mutating_calls()
-        .contains(&"start --system -- crashed".to_string()));
-    assert_eq!(r.json()["summary"]["changed"], 13);
+    assert_eq!(fake.mutating_calls().len(), 8, "{:#?}", fake.calls());
+    assert_eq!(r.json()["summary"]["changed"], 4);
 
     // The next run reloads once again (once per run, not once ever).
     fake.clear_calls();
@@ -312,22 +308,6 @@ fn noop_queries_only() {
     assert!(json_calls(&json).iter().all(|c| c.0 == "status"));
 }
 
-#[test]
-fn noop_on_a_converged_machine_has_no_message() {
-    let fake = FakeSystemctl::new();
-    fake.unit("web", "active", "enabled");
-    let r = manifest(
-        &fake,
-        "- service:\n    - web:\n        enable: true\n",
-        &["--noop"],
-    );
-    r.assert_exit(0);
-    let web = resource(&r.json(), "web").clone();
-    assert_eq!(web["changed"], false);
-    assert_eq!(web["noop_message"], Value::Null);
-    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
-}
-
 // ------------------------------------------------------------ subscriptions
 
 #[test]
@@ -352,87 +332,10 @@ fn refresh_restarts_a_running_subscriber() {
     assert_eq!(resource(&json, "metrics-agent")["refreshed"], false);
 }
 
-#[test]
-fn refresh_starts_a_stopped_subscriber_and_ignores_ensure_stopped() {
-    let fake = FakeSystemctl::new();
-    fake.unit("web", "inactive", "enabled")
-        .unit("old", "inactive", "disabled");
-    let yaml = "\
-- service:
-    - web:
-        subscribe: [file#/etc/web.conf]
-    - old:
-        ensure: stopped
-        subscribe: [file#/etc/web.conf]
-";
-    let r = manifest(&fake, yaml, &["--refresh", "file#/etc/web.conf"]);
-    r.assert_exit(0);
-    assert_eq!(fake.mutating_calls(), ["start --system -- web"]);
-    let json = r.json();
-    assert_eq!(resource(&json, "web")["refreshed"], false);
-    assert_eq!(actions_of(resource(&json, "web")), ["started"]);
-    assert_eq!(resource(&json, "old")["changed"], false);
-}
-
-#[test]
-fn subscription_to_a_service_changed_earlier_restarts() {
-    let fake = FakeSystemctl::new();
-    fake.unit("db", "inactive", "disabled")
-        .unit("web", "active", "enabled");
-    let yaml = "\
-- service:
-    - db:
-        ensure: running
-        enable: true
-    - web:
-        ensure: running
-        subscribe: [file#/etc/web.conf, service#db]
-";
-    let r = manifest(&fake, yaml, &[]);
-    r.assert_exit(0);
-    assert_shapes(&fake);
-    assert_eq!(
-        fake.mutating_calls(),
-        [
-            "start --system -- db",
-            "enable --system -- db",
-            "restart --system -- web"
-        ]
-    );
-    assert_eq!(resource(&r.json(), "web")["refreshed"], true);
-
-    // Converged: db does not change, so web is not restarted.
-    fake.clear_calls();
-    manifest(&fake, yaml, &[]).assert_exit(0);
-    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
-}
-
-#[test]
-fn subscription_to_a_later_service_is_a_policy_error() {
-    let fake = FakeSystemctl::new();
-    fake.unit("db", "inactive", "disabled")
-        .unit("web", "inactive", "disabled");
-    let yaml = "\
-- service:
-    - web:
-        subscribe: [service#db]
-    - db:
-        ensure: running
-";
-    let r = manifest(&fake, yaml, &[]);
-    r.assert_exit(1);
-    assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
-    let json = r.json();
-    let errors = errors_of(&json);
-    assert_any_contains(&errors, "declared later");
-    assert_any_contains(&errors, "service#db");
-    assert_eq!(json["resources"], serde_json::json!([]));
-    assert_eq!(json["calls"], serde_json::json!([]));
-    assert_eq!(json["summary"]["success"], false);
-}
-
 /// `TYPE#NAME` has one parser, the SDK's: the policy refuses the run as a
-/// whole, before it queries or changes anything.
+/// whole, before it queries or changes anything. This is also the run that
+/// shows how any policy-level refusal reaches the report (docs/service-type.md,
+/// The two phases); the other validation rules are tested natively.
 #[test]
 fn invalid_refresh_reference_is_rejected() {
     let fake = fresh_web_host();
@@ -445,6 +348,8 @@ fn invalid_refresh_reference_is_rejected() {
         "refresh: invalid resource reference \"no-hash-here\"",
     );
     assert_eq!(json["resources"], serde_json::json!([]));
+    assert_eq!(json["calls"], serde_json::json!([]));
+    assert_eq!(json["summary"]["success"], false);
 }
 
 // ------------------------------------------------------------------ failures
@@ -492,45 +397,17 @@ fn start_failure_carries_exit_code_and_stderr() {
     assert_eq!(json["summary"]["success"], false);
 }
 
+/// systemd 252's answer for a missing unit reaches the report as `not-found`
+/// (the systemd 253 answer is a row of host/src/provider/parse.rs).
 #[test]
-fn masked_unit_cannot_be_started_but_counts_as_disabled() {
+fn missing_unit_is_service_not_found_systemd_252() {
     let fake = FakeSystemctl::new();
-    fake.unit("web", "inactive", "masked")
-        .unit("old", "inactive", "masked");
-    let yaml = "\
-- service:
-    - web:
-        ensure: running
-        enable: true
-    - old:
-        ensure: stopped
-        enable: false
-";
-    let r = manifest(&fake, yaml, &[]);
-    r.assert_exit(1);
-    assert_shapes(&fake);
-    assert_eq!(fake.mutating_calls(), ["start --system -- web"]);
-    let json = r.json();
-    assert_any_contains(
-        &errors_of(resource(&json, "web")),
-        "Unit web.service is masked.",
-    );
-    let old = resource(&json, "old");
-    assert_eq!(old["failed"], false);
-    assert_eq!(old["changed"], false);
-    assert_eq!(
-        old["final"],
-        serde_json::json!({"ensure": "stopped", "enabled": false})
-    );
-}
-
-fn assert_service_not_found(fake: &FakeSystemctl) {
     fake.unit("web", "inactive", "disabled");
     let yaml =
         "- service:\n    - nosuch:\n        ensure: running\n    - web:\n        ensure: running\n";
-    let r = manifest(fake, yaml, &[]);
+    let r = manifest(&fake, yaml, &[]);
     r.assert_exit(1);
-    assert_shapes(fake);
+    assert_shapes(&fake);
     assert_eq!(
         fake.mutating_calls(),
         ["start --system -- web"],
@@ -550,35 +427,8 @@ fn assert_service_not_found(fake: &FakeSystemctl) {
     );
 }
 
-#[test]
-fn missing_unit_is_service_not_found_systemd_252() {
-    assert_service_not_found(&FakeSystemctl::new());
-}
-
-#[test]
-fn missing_unit_is_service_not_found_systemd_253() {
-    let fake = FakeSystemctl::new();
-    fake.systemd_253();
-    assert_service_not_found(&fake);
-}
-
-#[test]
-fn invalid_is_active_output_is_an_error_quoting_it() {
-    let fake = FakeSystemctl::new();
-    fake.unit("web", "inactive", "disabled")
-        .output("is-active", "web", "bogus-state", 0);
-    let r = manifest(
-        &fake,
-        "- service:\n    - web:\n        ensure: running\n",
-        &[],
-    );
-    r.assert_exit(1);
-    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
-    let errors = errors_of(resource(&r.json(), "web"));
-    assert_any_contains(&errors, "invalid systemctl is-active output");
-    assert_any_contains(&errors, "bogus-state");
-}
-
+/// Kept here until host/src/provider/parse.rs has a row for several lines
+/// of stdout with exit 0: only the first line is read, and it is no status.
 #[test]
 fn help_text_from_is_active_is_not_read_as_active() {
     // What systemctl prints for `--help` (exit 0) if `--` were missing.
@@ -600,19 +450,6 @@ fn help_text_from_is_active_is_not_read_as_active() {
         &errors_of(resource(&r.json(), "web")),
         "invalid systemctl is-active output",
     );
-}
-
-#[test]
-fn invalid_is_enabled_output_is_an_error_quoting_it() {
-    let fake = FakeSystemctl::new();
-    fake.unit("web", "inactive", "disabled")
-        .output("is-enabled", "web", "sort-of", 0);
-    let r = manifest(&fake, "- service:\n    - web:\n        enable: true\n", &[]);
-    r.assert_exit(1);
-    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
-    let errors = errors_of(resource(&r.json(), "web"));
-    assert_any_contains(&errors, "invalid systemctl is-enabled output");
-    assert_any_contains(&errors, "sort-of");
 }
 
 /// Processes whose command line is exactly `sleep SECONDS`.
@@ -661,99 +498,7 @@ fn hanging_systemctl_times_out() {
     assert_any_contains(&errors_of(resource(&json, "web")), "timed out");
 }
 
-#[test]
-fn start_that_leaves_the_unit_stopped_fails_verification() {
-    // Type=simple whose program exits at once: start exits 0, is-active says failed.
-    let fake = FakeSystemctl::new();
-    fake.unit("web", "inactive", "enabled")
-        .start_result("web", "failed");
-    let r = manifest(
-        &fake,
-        "- service:\n    - web:\n        ensure: running\n",
-        &[],
-    );
-    r.assert_exit(1);
-    assert_eq!(fake.mutating_calls(), ["start --system -- web"]);
-    let json = r.json();
-    let web = resource(&json, "web");
-    assert_eq!(web["failed"], true);
-    assert_eq!(actions_of(web), ["started"]);
-    assert_any_contains(&errors_of(web), "failed to reach desired state");
-    assert_eq!(
-        web["final"],
-        serde_json::json!({"ensure": "stopped", "enabled": true})
-    );
-}
-
-#[test]
-fn one_failing_resource_does_not_stop_the_others() {
-    let fake = FakeSystemctl::new();
-    fake.unit("a", "inactive", "disabled")
-        .unit("b", "inactive", "disabled")
-        .unit("c", "active", "enabled")
-        .fail("start", "b", 1, "Job for b.service failed.");
-    let yaml = "\
-- service:
-    - a:
-        enable: true
-    - b:
-        enable: true
-    - c:
-        ensure: stopped
-        enable: false
-";
-    let r = manifest(&fake, yaml, &[]);
-    r.assert_exit(1);
-    assert_eq!(
-        fake.mutating_calls(),
-        [
-            "start --system -- a",
-            "enable --system -- a",
-            "start --system -- b",
-            "stop --system -- c",
-            "disable --system -- c"
-        ]
-    );
-    let json = r.json();
-    assert_eq!(resource(&json, "a")["failed"], false);
-    assert_eq!(resource(&json, "b")["failed"], true);
-    assert_eq!(resource(&json, "c")["failed"], false);
-    assert_eq!(json["summary"]["failed"], 1);
-    assert_eq!(json["summary"]["changed"], 2);
-    assert_eq!(
-        fake.state("c").unwrap(),
-        ("inactive".into(), "disabled".into())
-    );
-}
-
 // ------------------------------------------------------------------- names
-
-#[test]
-fn invalid_names_in_a_manifest_are_rejected_before_any_call() {
-    let fake = FakeSystemctl::new();
-    fake.unit("web", "inactive", "disabled");
-    let yaml = "\
-- service:
-    - web:
-        ensure: running
-    - \"app@x\":
-        ensure: running
-    - \"-H\":
-        ensure: running
-";
-    let r = manifest(&fake, yaml, &[]);
-    r.assert_exit(1);
-    assert_eq!(
-        fake.calls(),
-        Vec::<String>::new(),
-        "nothing may run, not even daemon-reload"
-    );
-    let json = r.json();
-    let errors = errors_of(&json);
-    assert_any_contains(&errors, "app@x");
-    assert_any_contains(&errors, "\"-H\"");
-    assert_eq!(json["calls"], serde_json::json!([]));
-}
 
 const HOSTILE_NAMES: &[&str] = &[
     "httpd; rm -rf /",

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use policy_host_e2e::build::{run_args, signed_policy};
+use policy_host_e2e::build::{run_args, sign_file, signed_policy};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{resource, run, Run};
 use serde_json::Value;
@@ -20,6 +20,7 @@ fn liar() -> PathBuf {
 fn host(fake: &FakeSystemctl, policies: &[&Path], mode: &str, args: &[&str]) -> Run {
     let settings = fake.root().join("mode.txt");
     std::fs::write(&settings, mode).unwrap();
+    sign_file(&settings);
     let mut cmd: Command = fake.host_command();
     cmd.arg("run")
         .args(policies)
@@ -111,7 +112,10 @@ fn claims_without_calls_fail_and_are_not_passed_on_as_changes() {
     let json = r.json();
     let web = resource(&json, "web");
     assert_eq!(web["changed"], false);
-    assert_eq!(web["source"], "host", "outcomes come from the host's record");
+    assert_eq!(
+        web["source"], "host",
+        "outcomes come from the host's record"
+    );
     assert_eq!(web["actions"], serde_json::json!([]));
     assert_eq!(web["final"], Value::Null, "the host never saw its state");
     assert_eq!(

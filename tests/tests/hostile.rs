@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use policy_host_e2e::build::{signed_policy, trust_args};
+use policy_host_e2e::build::{sign_file, signed_policy, trust_args};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{
     assert_contains, assert_shapes, json_calls, resource, run, truncate, Run,
@@ -51,6 +51,8 @@ fn host_command(fake: &FakeSystemctl, policy: &Path, args: &[&str]) -> Command {
         .arg(lock_file(fake))
         .arg("--cache-dir")
         .arg(fake.root().join("cache"))
+        .arg("--state-dir")
+        .arg(fake.root().join("state"))
         .args(args);
     cmd
 }
@@ -71,10 +73,12 @@ fn host_hostile(fake: &FakeSystemctl, name: &str, args: &[&str]) -> Run {
     host(fake, &hostile(name), &all)
 }
 
-/// Writes a file into the fake's directory.
+/// Writes a file into the fake's directory, signed with the test key (the
+/// files are settings, which must be signed like policies).
 fn write_file(fake: &FakeSystemctl, file: &str, text: &str) -> PathBuf {
     let path = fake.root().join(file);
     fs::write(&path, text).unwrap();
+    sign_file(&path);
     path
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use policy_host_e2e::build::{
-    host_binary, policy_wasm, run_args, signed_policy, test_key, trust_args,
+    host_binary, policy_wasm, run_args, sign_file, signed_policy, test_key, trust_args,
 };
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
 use serde_json::Value;
@@ -63,6 +63,7 @@ fn a_directory_of_policies_runs_in_name_order_and_later_ones_see_earlier_changes
         "- service:\n    - web:\n        subscribe: [service#httpd]\n",
     )
     .unwrap();
+    sign_file(&site);
     let out = host_run(
         &fake,
         &[

@@ -80,6 +80,8 @@ impl Machine {
     /// with the policy signed by the test key and that key trusted.
     fn run(&self, manifest: &str, args: &[&str]) -> Run {
         let settings = self.sandbox.share_file("manifest.yaml", manifest);
+        // Settings are signed like policies, under their own name.
+        build::sign_file(&settings);
         let mut command = vec![
             self.host.to_str().unwrap(),
             "run",
@@ -124,6 +126,15 @@ fn resource<'a>(report: &'a Value, resource: &str) -> &'a Value {
 fn mutating_calls(report: &Value) -> Vec<String> {
     calls(report)
         .filter(|(op, _)| op != "daemon-reload" && op != "status")
+        .map(|(op, service)| format!("{op} {service}"))
+        .collect()
+}
+
+/// Every call the host made for the policy, the run's daemon-reload left
+/// out, as `"status demo-a"`, `"stop demo-a"`.
+fn guest_calls(report: &Value) -> Vec<String> {
+    calls(report)
+        .filter(|(op, _)| op != "daemon-reload")
         .map(|(op, service)| format!("{op} {service}"))
         .collect()
 }
@@ -405,4 +416,464 @@ fn a_masked_unit_cannot_be_started() {
     assert_eq!(masked["failed"], true, "{report:#}");
     assert!(errors(masked).contains("masked"), "{report:#}");
     assert_eq!(m.state("demo-masked"), ("inactive".into(), "masked".into()));
+}
+
+// ------------------------------------------------------------- kinds of units
+//
+// docs/service-type.md, "Kinds of units": one test per kind, each on units
+// made the way systemd makes them, asserting the exit code, the calls the
+// host made and what systemctl says afterwards; a manifest that converges
+// is run again and must change nothing.
+
+impl Machine {
+    /// Runs `manifest` with `--json --detailed-exitcodes`, asserts the exit
+    /// code and every call the host made (the reload left out), and returns
+    /// the report.
+    fn run_expecting(&self, manifest: &str, code: i32, expected_calls: &[&str]) -> Value {
+        let run = self.run(manifest, &["--json", "--detailed-exitcodes"]);
+        assert_eq!(run.code, code, "{run:?}");
+        let report = run.report();
+        assert_eq!(guest_calls(&report), expected_calls, "{report:#}");
+        report
+    }
+
+    /// `systemctl is-enabled` of a unit that may be gone: the word, or what
+    /// systemd 252 says on stderr for a missing unit.
+    fn is_enabled_or_why_not(&self, unit: &str) -> String {
+        let output = self.sandbox.systemctl(&["is-enabled", "--", unit]);
+        let stdout = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        if stdout.is_empty() {
+            String::from_utf8_lossy(&output.stderr).trim().to_string()
+        } else {
+            stdout
+        }
+    }
+}
+
+fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} is not in:\n{text}");
+}
+
+/// `enable: false` on `name` (running, `is-enabled` says `word`) fails
+/// before any change with the kind's explanation; dropping `enable`, as the
+/// message says, converges, and a second run is a no-op.
+fn enable_false_is_refused_then_dropping_enable_converges(m: &Machine, name: &str, word: &str) {
+    assert_eq!(m.state(name), ("active".into(), word.into()));
+    let refused =
+        format!("- service:\n    - {name}:\n        ensure: stopped\n        enable: false\n");
+    let status = format!("status {name}");
+    let report = m.run_expecting(&refused, 4, &[&status]);
+    let event = resource(&report, &format!("service#{name}"));
+    assert_eq!(event["failed"], true, "{report:#}");
+    assert_eq!(event["changed"], false, "{report:#}");
+    let error = errors(event);
+    assert_contains(
+        &error,
+        &format!("enable: false cannot be applied to {name}: it is "),
+    );
+    assert_contains(&error, &format!("(systemctl is-enabled says \"{word}\")."));
+    assert_contains(
+        &error,
+        &format!(
+            "Drop enable from this service, or mask the unit outside the policy \
+             (systemctl mask {name}.service) if it must never start. Nothing was changed."
+        ),
+    );
+    assert_eq!(m.state(name), ("active".into(), word.into()), "unchanged");
+
+    let dropped = format!("- service:\n    - {name}:\n        ensure: stopped\n");
+    let stop = format!("stop {name}");
+    m.run_expecting(&dropped, 2, &[&status, &stop, &status]);
+    assert_eq!(m.state(name), ("inactive".into(), word.into()));
+    m.run_expecting(&dropped, 0, &[&status]);
+    assert_eq!(m.state(name), ("inactive".into(), word.into()));
+}
+
+/// Issue 1: `sfx2` and `sfx2.service` are one unit. Declared both ways, the
+/// policy is rejected before anything is queried or changed (not even the
+/// daemon-reload); subscriptions match a service in either spelling.
+#[test]
+fn names_are_compared_as_systemd_compares_them() {
+    let Some(m) = machine() else { return };
+    m.service("sfx2", false, false);
+    let twice = "
+- service:
+    - sfx2:
+        ensure: running
+    - sfx2.service:
+        ensure: stopped
+";
+    let report = m.run_expecting(twice, 4, &[]);
+    assert_eq!(
+        report["errors"],
+        serde_json::json!([
+            "service#sfx2.service is declared more than once: service#sfx2 (declaration 1) and \
+             service#sfx2.service (declaration 2) are the same unit, sfx2.service; declare it once"
+        ]),
+        "{report:#}"
+    );
+    assert_eq!(count_calls(&report, "daemon-reload"), 0, "{report:#}");
+    assert_eq!(m.state("sfx2"), state(false, false));
+
+    m.service("spell-db", false, false);
+    m.service("spell-web", true, false);
+    let spelled = "
+- service:
+    - spell-db.service:
+        ensure: running
+    - spell-web:
+        ensure: running
+        subscribe:
+          - service#spell-db
+";
+    let before = m.sandbox.main_pid("spell-web");
+    let report = m.run_expecting(
+        spelled,
+        2,
+        &[
+            "status spell-db.service",
+            "start spell-db.service",
+            "status spell-db.service",
+            "status spell-web",
+            "restart spell-web",
+            "status spell-web",
+        ],
+    );
+    assert_eq!(
+        resource(&report, "service#spell-web")["refreshed"],
+        true,
+        "{report:#}"
+    );
+    assert_eq!(m.state("spell-db"), state(true, false));
+    let after = m.sandbox.main_pid("spell-web");
+    assert!(after != 0 && after != before, "MainPID {before} -> {after}");
+    m.run_expecting(spelled, 0, &["status spell-db.service", "status spell-web"]);
+    assert_eq!(
+        m.sandbox.main_pid("spell-web"),
+        after,
+        "not restarted again"
+    );
+}
+
+/// Issue 2: a static unit has no [Install] section.
+#[test]
+fn static_unit_with_enable_false_is_refused_before_any_change() {
+    let Some(m) = machine() else { return };
+    m.sandbox
+        .install_unit("kind-static", "[Service]\nExecStart=/bin/sleep infinity\n");
+    m.sandbox.systemctl_ok(&["start", "--", "kind-static"]);
+    enable_false_is_refused_then_dropping_enable_converges(&m, "kind-static", "static");
+}
+
+/// Issue 2: an indirect unit's [Install] section has only `Also=`; a
+/// `disable` would have disabled the unit it names.
+#[test]
+fn indirect_unit_with_enable_false_is_refused_before_any_change() {
+    let Some(m) = machine() else { return };
+    m.service("kind-also", false, true);
+    m.sandbox.install_unit(
+        "kind-indirect",
+        "[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nAlso=kind-also.service\n",
+    );
+    m.sandbox.systemctl_ok(&["start", "--", "kind-indirect"]);
+    enable_false_is_refused_then_dropping_enable_converges(&m, "kind-indirect", "indirect");
+    assert_eq!(
+        m.sandbox.is_enabled("kind-also"),
+        "enabled",
+        "the unit Also= names is left alone"
+    );
+}
+
+/// A generated unit: a generator writes it on every daemon-reload (the
+/// host's own included), so it is made by a generator, not written into
+/// /run/systemd/generator by hand, which the next reload would wipe.
+#[test]
+fn generated_unit_with_enable_false_is_refused_before_any_change() {
+    let Some(m) = machine() else { return };
+    m.sandbox.write_file(
+        "/etc/systemd/system-generators/kind-generator",
+        "#!/bin/sh\nprintf '[Service]\\nExecStart=/bin/sleep infinity\\n' > \"$1/kind-generated.service\"\n",
+    );
+    let chmod = m.sandbox.exec(&[
+        "chmod",
+        "+x",
+        "/etc/systemd/system-generators/kind-generator",
+    ]);
+    assert!(chmod.status.success());
+    m.sandbox.systemctl_ok(&["daemon-reload"]);
+    m.sandbox.systemctl_ok(&["start", "--", "kind-generated"]);
+    enable_false_is_refused_then_dropping_enable_converges(&m, "kind-generated", "generated");
+}
+
+/// Issue 3: `disable` of an alias disables the unit it names and deletes
+/// the alias. `enable: false` on the alias is refused, naming it and how to
+/// find its unit; managing that unit instead converges.
+#[test]
+fn alias_with_enable_false_is_refused_and_its_unit_is_managed_instead() {
+    let Some(m) = machine() else { return };
+    m.sandbox.install_unit(
+        "kind-real",
+        "[Service]\nExecStart=/bin/sleep infinity\n\n\
+         [Install]\nWantedBy=multi-user.target\nAlias=kind-ali.service\n",
+    );
+    m.sandbox
+        .systemctl_ok(&["enable", "--now", "--", "kind-real"]);
+    assert_eq!(m.state("kind-ali"), ("active".into(), "alias".into()));
+
+    let on_alias = "
+- service:
+    - kind-ali:
+        ensure: running
+        enable: false
+";
+    let report = m.run_expecting(on_alias, 4, &["status kind-ali"]);
+    assert_eq!(
+        errors(resource(&report, "service#kind-ali")),
+        "enable: false cannot be applied to kind-ali: it is an alias of another unit \
+         (systemctl is-enabled says \"alias\"). Disabling it would disable the unit it names \
+         and delete the alias. Manage the unit it points to instead: systemctl show -p Id \
+         kind-ali gives its name. Nothing was changed.",
+        "{report:#}"
+    );
+    assert_eq!(m.state("kind-ali"), ("active".into(), "alias".into()));
+    assert_eq!(m.state("kind-real"), state(true, true));
+    // The advice holds.
+    let id = m.sandbox.systemctl(&["show", "-p", "Id", "kind-ali"]);
+    assert_eq!(
+        String::from_utf8_lossy(&id.stdout).trim(),
+        "Id=kind-real.service"
+    );
+
+    let on_unit = "
+- service:
+    - kind-real:
+        ensure: running
+        enable: false
+";
+    m.run_expecting(
+        on_unit,
+        2,
+        &["status kind-real", "disable kind-real", "status kind-real"],
+    );
+    assert_eq!(m.state("kind-real"), state(true, false));
+    // Disabling the unit removes the alias it installed, as systemd does.
+    assert_eq!(
+        m.is_enabled_or_why_not("kind-ali"),
+        "Failed to get unit file state for kind-ali.service: No such file or directory"
+    );
+    m.run_expecting(on_unit, 0, &["status kind-real"]);
+}
+
+/// Issue 4: a transient unit disappears once stopped. A successful stop
+/// reaches `ensure: stopped`; `enable: false` is refused before any change;
+/// a run that finds it missing before doing anything is "service not found".
+#[test]
+fn transient_unit_gone_after_its_stop_counts_as_stopped() {
+    let Some(m) = machine() else { return };
+    let run = m.sandbox.exec(&[
+        "systemd-run",
+        "--unit=kind-transient",
+        "/bin/sleep",
+        "infinity",
+    ]);
+    assert!(run.status.success(), "{run:?}");
+    assert_eq!(
+        m.state("kind-transient"),
+        ("active".into(), "transient".into())
+    );
+
+    let refused = "
+- service:
+    - kind-transient:
+        ensure: stopped
+        enable: false
+";
+    let report = m.run_expecting(refused, 4, &["status kind-transient"]);
+    assert_contains(
+        &errors(resource(&report, "service#kind-transient")),
+        "it is a transient unit (systemctl is-enabled says \"transient\")",
+    );
+    assert_eq!(m.sandbox.is_active("kind-transient"), "active");
+
+    let stopped = "
+- service:
+    - kind-transient:
+        ensure: stopped
+";
+    let report = m.run_expecting(
+        stopped,
+        2,
+        &[
+            "status kind-transient",
+            "stop kind-transient",
+            "status kind-transient",
+        ],
+    );
+    let event = resource(&report, "service#kind-transient");
+    assert_eq!(event["failed"], false, "{report:#}");
+    // Nothing is left to have a state: the host's report says so too.
+    assert_eq!(event["final"], Value::Null, "{report:#}");
+    assert_eq!(actions(event), ["stopped"], "{report:#}");
+    assert_eq!(report["summary"]["success"], true, "{report:#}");
+    assert_eq!(m.sandbox.is_active("kind-transient"), "inactive");
+    assert_eq!(
+        m.is_enabled_or_why_not("kind-transient"),
+        "Failed to get unit file state for kind-transient.service: No such file or directory"
+    );
+
+    // Nothing is left to stop: missing before anything was done.
+    let report = m.run_expecting(stopped, 4, &["status kind-transient"]);
+    assert_eq!(
+        errors(resource(&report, "service#kind-transient")),
+        "status of kind-transient: service not found: kind-transient",
+        "{report:#}"
+    );
+}
+
+/// A linked unit (`systemctl link`) counts as disabled: `enable: false`
+/// needs nothing, `enable: true` enables it.
+#[test]
+fn linked_unit_counts_as_disabled_and_can_be_enabled() {
+    let Some(m) = machine() else { return };
+    m.sandbox.write_file(
+        "/opt/kind/kind-linked.service",
+        &sleep_service("kind-linked"),
+    );
+    m.sandbox
+        .systemctl_ok(&["link", "--", "/opt/kind/kind-linked.service"]);
+    assert_eq!(m.state("kind-linked"), ("inactive".into(), "linked".into()));
+
+    let disabled = "
+- service:
+    - kind-linked:
+        ensure: stopped
+        enable: false
+";
+    m.run_expecting(disabled, 0, &["status kind-linked"]);
+    assert_eq!(m.state("kind-linked"), ("inactive".into(), "linked".into()));
+
+    let enabled = "
+- service:
+    - kind-linked:
+        ensure: running
+        enable: true
+";
+    m.run_expecting(
+        enabled,
+        2,
+        &[
+            "status kind-linked",
+            "start kind-linked",
+            "enable kind-linked",
+            "status kind-linked",
+        ],
+    );
+    assert_eq!(m.state("kind-linked"), state(true, true));
+    m.run_expecting(enabled, 0, &["status kind-linked"]);
+}
+
+/// A masked unit counts as disabled: stopped and `enable: false` needs
+/// nothing; `enable: true` is refused by systemd.
+#[test]
+fn masked_unit_counts_as_disabled_and_cannot_be_enabled() {
+    let Some(m) = machine() else { return };
+    m.sandbox.write_file(
+        "/usr/lib/systemd/system/kind-masked.service",
+        &sleep_service("kind-masked"),
+    );
+    m.sandbox.systemctl_ok(&["mask", "--", "kind-masked"]);
+    let masked = || ("inactive".to_string(), "masked".to_string());
+    assert_eq!(m.state("kind-masked"), masked());
+
+    let off = "
+- service:
+    - kind-masked:
+        ensure: stopped
+        enable: false
+";
+    m.run_expecting(off, 0, &["status kind-masked"]);
+    assert_eq!(m.state("kind-masked"), masked());
+
+    let on = "
+- service:
+    - kind-masked:
+        ensure: stopped
+        enable: true
+";
+    let report = m.run_expecting(
+        on,
+        4,
+        &[
+            "status kind-masked",
+            "enable kind-masked",
+            "status kind-masked",
+        ],
+    );
+    assert_contains(
+        &errors(resource(&report, "service#kind-masked")),
+        "is masked",
+    );
+    assert_eq!(m.state("kind-masked"), masked());
+}
+
+/// Issue 5: `enable: false` on a unit enabled at runtime (`systemctl enable
+/// --runtime`) removes the runtime enablement too and is verified disabled;
+/// so is a unit enabled both in /etc and at runtime, which reads `enabled`
+/// until its first `disable`. The next run changes nothing.
+#[test]
+fn runtime_enablement_is_removed_by_enable_false() {
+    let Some(m) = machine() else { return };
+    m.service("kind-runtime", true, false);
+    m.sandbox
+        .systemctl_ok(&["enable", "--runtime", "--", "kind-runtime"]);
+    assert_eq!(
+        m.state("kind-runtime"),
+        ("active".into(), "enabled-runtime".into())
+    );
+    m.service("kind-both", true, true);
+    m.sandbox
+        .systemctl_ok(&["enable", "--runtime", "--", "kind-both"]);
+    assert_eq!(m.state("kind-both"), state(true, true));
+
+    let manifest = "
+- service:
+    - kind-runtime:
+        ensure: stopped
+        enable: false
+    - kind-both:
+        ensure: stopped
+        enable: false
+";
+    let report = m.run_expecting(
+        manifest,
+        2,
+        &[
+            "status kind-runtime",
+            "stop kind-runtime",
+            "disable kind-runtime",
+            "status kind-runtime",
+            "status kind-both",
+            "stop kind-both",
+            "disable kind-both",
+            "status kind-both",
+            "disable kind-both",
+            "status kind-both",
+        ],
+    );
+    for name in ["kind-runtime", "kind-both"] {
+        let event = resource(&report, &format!("service#{name}"));
+        assert_eq!(event["failed"], false, "{report:#}");
+        assert_eq!(
+            event["final"],
+            serde_json::json!({"ensure": "stopped", "enabled": false}),
+            "{report:#}"
+        );
+        assert_eq!(m.state(name), state(false, false), "{name}");
+        let link = format!("/run/systemd/system/multi-user.target.wants/{name}.service");
+        assert!(
+            !m.sandbox.exec(&["test", "-L", &link]).status.success(),
+            "{link} is left"
+        );
+    }
+    m.run_expecting(manifest, 0, &["status kind-runtime", "status kind-both"]);
 }

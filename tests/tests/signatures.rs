@@ -124,10 +124,16 @@ fn assert_refused(fake: &FakeSystemctl, out: &Output, cause: &str) {
     );
 }
 
+/// The key id in a public key's untrusted comment, as the host prints it:
+/// 16 hex digits (minisign 0.11 writes it without leading zeros).
 fn key_id_of_pub(public: &Path) -> String {
     let first = fs::read_to_string(public).unwrap();
     let first = first.lines().next().unwrap();
-    first.rsplit(' ').next().unwrap().to_owned()
+    let id = first.rsplit(' ').next().unwrap();
+    format!(
+        "{:016X}",
+        u64::from_str_radix(id, 16).expect("a hex key id")
+    )
 }
 
 #[test]

@@ -245,6 +245,8 @@ const PROBE: &str = r#"#!/bin/sh
   try usr /usr/local/probe
   try run /run/probe
   try run-lock /run/lock/probe
+  try lock-dir /run/policy-host/probe
+  try state /var/lib/policy-host/probe
   try cache /var/cache/policy-host/probe
   try metrics /var/lib/prometheus/node-exporter/probe
   if test -e /root/marker; then echo root-home=visible; else echo root-home=hidden; fi
@@ -281,6 +283,15 @@ fn the_units_pass_systemd_analyze_verify_and_are_hardened() {
     assert_eq!(m.property(TIMER, "Persistent"), "yes");
     assert_eq!(m.property(TIMER, "Unit"), SERVICE);
     assert_eq!(m.property(SERVICE, "Type"), "oneshot");
+    // The host itself is bounded: memory well above the policies' 64 MiB, and tasks.
+    assert_eq!(m.property(SERVICE, "MemoryMax"), (512u64 << 20).to_string());
+    assert_eq!(m.property(SERVICE, "MemorySwapMax"), "0");
+    assert_eq!(m.property(SERVICE, "TasksMax"), "512");
+    assert_eq!(m.property(SERVICE, "RuntimeDirectory"), "policy-host");
+    assert_eq!(m.property(SERVICE, "RuntimeDirectoryMode"), "0700");
+    assert_eq!(m.property(SERVICE, "RuntimeDirectoryPreserve"), "yes");
+    assert_eq!(m.property(SERVICE, "StateDirectoryMode"), "0700");
+    assert_eq!(m.property(SERVICE, "CacheDirectoryMode"), "0700");
 
     // systemd's own rating of the sandboxing: 0 is best, 10 worst; below 2 is "SAFE".
     let security = m
@@ -404,17 +415,35 @@ fn the_timer_runs_the_policies_under_the_hardened_service() {
             "etc=read-only",
             "usr=read-only",
             "run=read-only",
-            "run-lock=writable",
+            "run-lock=read-only",
+            "lock-dir=writable",
+            "state=writable",
             "cache=writable",
             "metrics=writable",
             "root-home=hidden",
         ],
         "what the service could do"
     );
+    // The cache, the state and the run lock's directory are root's alone
+    // (CacheDirectoryMode=, StateDirectoryMode=, RuntimeDirectoryMode=), and
+    // the lock's directory is kept after the run (RuntimeDirectoryPreserve=).
+    let modes = m.ok(&[
+        "stat",
+        "-c",
+        "%n %a %U",
+        "/var/cache/policy-host",
+        "/var/lib/policy-host",
+        "/run/policy-host",
+        "/run/policy-host/lock",
+    ]);
     assert_eq!(
-        m.ok(&["stat", "-c", "%a", "/var/cache/policy-host"]).trim(),
-        "700",
-        "CacheDirectoryMode"
+        modes.lines().collect::<Vec<_>>(),
+        [
+            "/var/cache/policy-host 700 root",
+            "/var/lib/policy-host 700 root",
+            "/run/policy-host 700 root",
+            "/run/policy-host/lock 600 root",
+        ]
     );
 
     // Run 2: from a calendar schedule, as the shipped timer repeats (every 2

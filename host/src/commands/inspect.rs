@@ -83,7 +83,7 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
 }
 
 fn signature_status(trust: &Trust, policy: &Path, bytes: &[u8]) -> SignatureStatus {
-    match trust.verify(policy, bytes) {
+    match trust.verify("policy", policy, bytes) {
         Ok(v) => SignatureStatus {
             status: "valid",
             key_id: Some(v.key_id),
@@ -92,7 +92,7 @@ fn signature_status(trust: &Trust, policy: &Path, bytes: &[u8]) -> SignatureStat
         },
         Err(e) => SignatureStatus {
             status: match e {
-                SignatureError::MissingSignature(_) => "unsigned",
+                SignatureError::MissingSignature { .. } => "unsigned",
                 _ => "invalid",
             },
             key_id: None,

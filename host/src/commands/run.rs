@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::Context as _;
 
-use crate::admission::{self, display_name};
+use crate::admission::{self, display_name, Gate};
 use crate::atomic_file;
 use crate::cli::RunArgs;
 use crate::contract::RunOptions;
@@ -22,6 +22,7 @@ use crate::report::{
 use crate::runtime::{CompileCache, PolicyRuntime};
 use crate::settings::{resolve_trust, ConfigFile, RunSettings};
 use crate::text::millis;
+use crate::versions::Versions;
 
 /// Reports and metrics are read by monitoring (node_exporter runs as its own user).
 const OUTPUT_MODE: u32 = 0o644;
@@ -90,10 +91,23 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
     let file = ConfigFile::load(args.trust.config.as_deref())?;
     let settings = RunSettings::resolve(&args.run_flags, &file)?;
     let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
-    let policy_settings = args
+    let versions = Versions::open(&settings.state_dir)?;
+    let gate = Gate {
+        trust: &trust,
+        versions: &versions,
+        allow_unsigned: args.allow_unsigned,
+        allow_rollback: args.allow_rollback,
+    };
+    // The settings are the desired state as much as the code: admitted the
+    // same way, before any policy starts.
+    let settings_file = args
         .settings
         .as_deref()
-        .map(admission::read_settings)
+        .map(|path| gate.admit("settings", path))
+        .transpose()?;
+    let policy_settings = settings_file
+        .as_ref()
+        .map(admission::settings_text)
         .transpose()?;
 
     let runtime = PolicyRuntime::new(settings.limits)?;
@@ -104,7 +118,10 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
     };
     let mut loaded = Vec::new();
     for path in admission::policy_files(&args.policies)? {
-        let admitted = admission::admit(&path, &trust, args.allow_unsigned)?;
+        let mut admitted = gate.admit("policy", &path)?;
+        if let Some(settings) = &settings_file {
+            admitted.signature.settings = Some(Box::new(settings.signature.clone()));
+        }
         if let Some(warning) = &admitted.signature.warning {
             tracing::warn!("{warning}");
         }
@@ -129,6 +146,15 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
         Wait::Up(settings.lock_timeout)
     };
     let _lock = RunLock::acquire(&settings.lock_file, wait)?;
+    // Under the lock: no other run can record a version between this check and write.
+    admission::record_versions(
+        &settings.state_dir,
+        loaded
+            .iter()
+            .map(|(admitted, _)| admitted)
+            .chain(settings_file.as_ref()),
+        args.allow_rollback,
+    )?;
 
     let systemctl = std::env::var_os("PATH")
         .and_then(|path| find_in_path("systemctl", &path))

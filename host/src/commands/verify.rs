@@ -13,7 +13,7 @@ pub fn execute(args: &VerifyArgs) -> anyhow::Result<i32> {
         path: args.policy.clone(),
         source,
     });
-    match bytes.and_then(|bytes| trust.verify(&args.policy, &bytes)) {
+    match bytes.and_then(|bytes| trust.verify("file", &args.policy, &bytes)) {
         Ok(verified) => {
             // The comment is the signer's text: shown escaped, on one line.
             println!("valid: {}", one_line(&args.policy.display().to_string()));

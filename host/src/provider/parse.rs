@@ -9,40 +9,94 @@ use crate::text::truncate;
 /// The most of a command's stderr kept in an error message.
 const MAX_STDERR_IN_MESSAGE: usize = 2000;
 
-/// Whether `is-active` says the unit runs. `reloading` and `refreshing` are
-/// running; `deactivating` is on its way to stopped. The exit code is not
-/// used: is-active exits 3 for every stopped state.
-pub fn parse_is_active(output: &CommandOutput) -> Result<bool, ProviderError> {
+/// A word `systemctl is-active` or `is-enabled` printed, as one of the
+/// words the tables of docs/service-type.md know, and what it counts as
+/// (running, or enabled). The provider passes both on to the guest, which
+/// alone decides what a word means for the desired state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Word {
+    pub word: &'static str,
+    pub counts: bool,
+}
+
+/// `is-active`'s words and whether each counts as running. `reloading` and
+/// `refreshing` are running; `deactivating` is on its way to stopped.
+pub const IS_ACTIVE_WORDS: [(&str, bool); 7] = [
+    ("active", true),
+    ("reloading", true),
+    ("refreshing", true),
+    ("inactive", false),
+    ("failed", false),
+    ("activating", false),
+    ("deactivating", false),
+];
+
+/// `is-enabled`'s words (for a unit that exists) and whether each counts as
+/// enabled.
+pub const IS_ENABLED_WORDS: [(&str, bool); 12] = [
+    ("enabled", true),
+    ("enabled-runtime", true),
+    ("alias", true),
+    ("static", true),
+    ("indirect", true),
+    ("generated", true),
+    ("transient", true),
+    ("linked", false),
+    ("linked-runtime", false),
+    ("masked", false),
+    ("masked-runtime", false),
+    ("disabled", false),
+];
+
+fn known(table: &[(&'static str, bool)], word: &str) -> Option<Word> {
+    table
+        .iter()
+        .find(|(known, _)| *known == word)
+        .map(|&(word, counts)| Word { word, counts })
+}
+
+/// What `is-active` said, when it is a word the table knows. The exit code is
+/// not used: is-active exits 3 for every stopped state.
+pub fn read_is_active(output: &CommandOutput) -> Result<Word, ProviderError> {
     match first_line(&output.stdout) {
-        "active" | "reloading" | "refreshing" => Ok(true),
-        "inactive" | "failed" | "activating" | "deactivating" => Ok(false),
         "" if !output.success() => Err(command_failed("is-active", output)),
-        other => Err(ProviderError::CommandFailed(format!(
-            "invalid systemctl is-active output {}",
-            quote(other)
-        ))),
+        word => known(&IS_ACTIVE_WORDS, word).ok_or_else(|| {
+            ProviderError::CommandFailed(format!(
+                "invalid systemctl is-active output {}",
+                quote(word)
+            ))
+        }),
     }
 }
 
-/// Whether `is-enabled` says the unit starts at boot. A missing unit is
-/// "service not found" both as systemd 252 says it (nothing on stdout, "No
-/// such file or directory" on stderr, exit 1) and as systemd >= 253 does
+/// Whether `is-active` says the unit runs ([`read_is_active`]'s count).
+pub fn parse_is_active(output: &CommandOutput) -> Result<bool, ProviderError> {
+    read_is_active(output).map(|w| w.counts)
+}
+
+/// What `is-enabled` said, when it is a word the table knows. A missing unit
+/// is "service not found" both as systemd 252 says it (nothing on stdout,
+/// "No such file or directory" on stderr, exit 1) and as systemd >= 253 does
 /// (`not-found`, exit 4).
-pub fn parse_is_enabled(service: &str, output: &CommandOutput) -> Result<bool, ProviderError> {
+pub fn read_is_enabled(service: &str, output: &CommandOutput) -> Result<Word, ProviderError> {
     match first_line(&output.stdout) {
-        "enabled" | "enabled-runtime" | "alias" | "static" | "indirect" | "generated"
-        | "transient" => Ok(true),
-        "linked" | "linked-runtime" | "masked" | "masked-runtime" | "disabled" => Ok(false),
         "not-found" => Err(ProviderError::not_found(service)),
         "" if output.stderr.contains("No such file or directory") => {
             Err(ProviderError::not_found(service))
         }
         "" if !output.success() => Err(command_failed("is-enabled", output)),
-        other => Err(ProviderError::CommandFailed(format!(
-            "invalid systemctl is-enabled output {}",
-            quote(other)
-        ))),
+        word => known(&IS_ENABLED_WORDS, word).ok_or_else(|| {
+            ProviderError::CommandFailed(format!(
+                "invalid systemctl is-enabled output {}",
+                quote(word)
+            ))
+        }),
     }
+}
+
+/// Whether `is-enabled` says the unit starts at boot ([`read_is_enabled`]'s count).
+pub fn parse_is_enabled(service: &str, output: &CommandOutput) -> Result<bool, ProviderError> {
+    read_is_enabled(service, output).map(|w| w.counts)
 }
 
 /// The error of a command that exited non-zero: its exit code and stderr.
@@ -154,6 +208,32 @@ mod tests {
                 "{stdout}"
             );
         }
+    }
+
+    #[test]
+    fn the_words_are_passed_on_as_the_tables_spell_them() {
+        for (word, running) in IS_ACTIVE_WORDS {
+            assert_eq!(
+                read_is_active(&out(&format!("  {word}  \nsecond line\n"), "", 3)),
+                Ok(Word {
+                    word,
+                    counts: running
+                })
+            );
+        }
+        for (word, enabled) in IS_ENABLED_WORDS {
+            assert_eq!(
+                read_is_enabled("x", &out(&format!("{word}\n"), "", 1)),
+                Ok(Word {
+                    word,
+                    counts: enabled
+                })
+            );
+        }
+        // A word outside the tables is never passed on, whatever its exit code.
+        assert!(read_is_active(&out("Active\n", "", 0)).is_err());
+        assert!(read_is_enabled("x", &out("static-ish\n", "", 0)).is_err());
+        assert!(read_is_enabled("x", &out("not-found\n", "", 4)).is_err());
     }
 
     #[test]

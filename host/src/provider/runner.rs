@@ -1,10 +1,18 @@
 //! Running a command with a clean environment, a timeout and bounded output.
+//!
+//! The command runs in a process group of its own. At its timeout the whole
+//! group is killed, not only the command: a process it forked cannot keep
+//! running. Its output is read by threads that report over a channel; the
+//! call waits for them only until the timeout, and never joins a reader
+//! that may be blocked on a pipe some escaped process still holds open.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use wait_timeout::ChildExt;
@@ -39,7 +47,9 @@ pub enum RunError {
         program: String,
         source: std::io::Error,
     },
-    #[error("timed out after {}s; the command was killed", .0.as_secs_f64())]
+    /// The command, or a process holding its output open, was still running
+    /// at the timeout.
+    #[error("timed out after {}s; the command and its process group were killed", .0.as_secs_f64())]
     TimedOut(Duration),
 }
 
@@ -58,6 +68,13 @@ pub trait CommandRunner: Send {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ProcessRunner;
 
+/// Which pipe a reader read.
+#[derive(Debug, Clone, Copy)]
+enum Stream {
+    Out,
+    Err,
+}
+
 impl CommandRunner for ProcessRunner {
     fn run(
         &self,
@@ -65,6 +82,7 @@ impl CommandRunner for ProcessRunner {
         args: &[&str],
         timeout: Duration,
     ) -> Result<CommandOutput, RunError> {
+        let deadline = Instant::now() + timeout;
         let mut child = Command::new(program)
             .args(args)
             .env_clear()
@@ -74,22 +92,33 @@ impl CommandRunner for ProcessRunner {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // Its own group (id = its pid), so that a timeout kills whatever
+            // it started too.
+            .process_group(0)
             .spawn()
             .map_err(|source| RunError::Spawn {
                 program: program.display().to_string(),
                 source,
             })?;
-        let stdout = child.stdout.take().map(capture);
-        let stderr = child.stderr.take().map(capture);
+        let group = child.id();
+        let (sender, output) = mpsc::channel();
+        if let Some(pipe) = child.stdout.take() {
+            capture(pipe, Stream::Out, sender.clone());
+        }
+        if let Some(pipe) = child.stderr.take() {
+            capture(pipe, Stream::Err, sender.clone());
+        }
+        drop(sender);
         let status = match child.wait_timeout(timeout) {
             Ok(Some(status)) => status,
             Ok(None) => {
-                let _ = child.kill();
+                // Not reaped yet, so the group id cannot have been reused.
+                kill_group(group);
                 let _ = child.wait();
                 return Err(RunError::TimedOut(timeout));
             }
             Err(source) => {
-                let _ = child.kill();
+                kill_group(group);
                 let _ = child.wait();
                 return Err(RunError::Spawn {
                     program: program.display().to_string(),
@@ -97,20 +126,53 @@ impl CommandRunner for ProcessRunner {
                 });
             }
         };
-        let join = |h: Option<thread::JoinHandle<String>>| {
-            h.and_then(|h| h.join().ok()).unwrap_or_default()
-        };
+        // The command has exited; its output ends when every process that
+        // holds its pipes has closed them. Waited for until the deadline only.
+        let (mut stdout, mut stderr) = (None, None);
+        while stdout.is_none() || stderr.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match output.recv_timeout(left) {
+                Ok((Stream::Out, text)) => stdout = Some(text),
+                Ok((Stream::Err, text)) => stderr = Some(text),
+                Err(RecvTimeoutError::Timeout) => {
+                    // A process left behind holds a pipe: it is still in the
+                    // group (which keeps the group id from being reused).
+                    kill_group(group);
+                    return Err(RunError::TimedOut(timeout));
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
         Ok(CommandOutput {
             code: status.code(),
-            stdout: join(stdout),
-            stderr: join(stderr),
+            stdout: stdout.unwrap_or_default(),
+            stderr: stderr.unwrap_or_default(),
         })
     }
 }
 
-/// Reads a pipe to its end on a thread (so a full pipe cannot stall the
-/// child), keeping at most [`MAX_CAPTURE`] bytes.
-fn capture(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<String> {
+/// SIGKILL to every process of group `group`.
+fn kill_group(group: u32) {
+    // Never 0 (our own group) or 1 (every process we may signal).
+    let Ok(group) = libc::pid_t::try_from(group) else {
+        return;
+    };
+    if group > 1 {
+        // SAFETY: kill takes plain integers and touches no memory.
+        unsafe {
+            libc::kill(-group, libc::SIGKILL);
+        }
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own (so a full pipe cannot
+/// stall the child), keeping at most [`MAX_CAPTURE`] bytes, and sends what
+/// it read. Never joined: the caller stops listening at its deadline.
+fn capture(
+    mut pipe: impl Read + Send + 'static,
+    stream: Stream,
+    to: mpsc::Sender<(Stream, String)>,
+) {
     thread::spawn(move || {
         let mut kept = Vec::new();
         let mut chunk = [0u8; 8192];
@@ -123,8 +185,9 @@ fn capture(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<String> {
                 }
             }
         }
-        String::from_utf8_lossy(&kept).into_owned()
-    })
+        // The receiver may have given up already.
+        let _ = to.send((stream, String::from_utf8_lossy(&kept).into_owned()));
+    });
 }
 
 /// Finds `program` in the directories of `path` (a `PATH` value), as the
@@ -187,6 +250,71 @@ mod tests {
                 stderr: "err\n".into()
             }
         );
+    }
+
+    /// Whether process `pid` is gone (or a zombie nobody has reaped yet: it
+    /// runs no more), waiting up to 2 s for it to die.
+    fn gone(pid: u32) -> bool {
+        let started = std::time::Instant::now();
+        loop {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let after = s.rsplit_once(") ")?.1.to_owned();
+                    after.split(' ').next().map(str::to_owned)
+                });
+            match state.as_deref() {
+                None | Some("Z") | Some("X") => return true,
+                Some(_) if started.elapsed() > Duration::from_secs(2) => return false,
+                Some(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// Runs `sh -c SCRIPT` with `$1` a file the script writes the pid of
+    /// the grandchild it forks into, holding stdout and stderr open.
+    fn grandchild(script: &str) -> (Result<CommandOutput, RunError>, Duration, u32) {
+        let scratch = tempfile::tempdir().unwrap();
+        let pid_file = scratch.path().join("pid");
+        let started = std::time::Instant::now();
+        let result = ProcessRunner.run(
+            Path::new("/bin/sh"),
+            &["-c", script, "sh", pid_file.to_str().unwrap()],
+            Duration::from_millis(300),
+        );
+        let elapsed = started.elapsed();
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        (result, elapsed, pid)
+    }
+
+    #[test]
+    fn a_hung_command_and_its_grandchild_are_killed_at_the_timeout() {
+        let (result, elapsed, pid) = grandchild("sleep 30 & echo $! > \"$1\"; sleep 31");
+        assert!(matches!(result, Err(RunError::TimedOut(_))), "{result:?}");
+        assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+        assert!(gone(pid), "the grandchild {pid} is still running");
+    }
+
+    #[test]
+    fn a_grandchild_holding_the_output_open_does_not_hold_the_call() {
+        // The command exits at once; what it forked keeps its pipes open.
+        let (result, elapsed, pid) = grandchild("sleep 30 & echo $! > \"$1\"; echo active");
+        assert!(matches!(result, Err(RunError::TimedOut(_))), "{result:?}");
+        assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+        assert!(gone(pid), "the grandchild {pid} is still running");
+        // One that lets go of the pipes in time does not matter.
+        let out = ProcessRunner
+            .run(
+                Path::new("/bin/sh"),
+                &["-c", "sleep 30 >/dev/null 2>&1 & kill $!; echo done"],
+                Duration::from_secs(10),
+            )
+            .unwrap();
+        assert_eq!(out.stdout, "done\n");
     }
 
     #[test]

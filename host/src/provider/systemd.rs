@@ -1,12 +1,17 @@
 //! The systemd provider: the design's commands (docs/service-type.md), plus `--` before every
 //! unit name, one process-wide lock around every `systemctl` execution, and a
 //! single `daemon-reload` before the first operation of a run.
+//!
+//! It reports what systemd said (`status` carries the `is-active` and
+//! `is-enabled` words) and runs what it is asked to; what a word means for
+//! the desired state is the guest's to decide.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::parse::{command_failed, parse_is_active, parse_is_enabled};
+use super::parse::{command_failed, read_is_active, read_is_enabled, Word};
 use super::runner::{CommandRunner, RunError};
 use super::{Call, CallRecord, Provider, UnitState};
 use crate::contract::{Operation, ProviderError, ServiceStatus};
@@ -47,6 +52,10 @@ pub struct SystemdProvider {
     calls: Vec<CallRecord>,
     /// No command may run past this (the run's wall-clock limit).
     deadline: Option<Instant>,
+    /// The `is-enabled` word of each unit's latest successful `status` in
+    /// this run, by the name it was asked with: `disable` of a unit last
+    /// found `enabled-runtime` also removes the runtime enablement.
+    enabled_words: HashMap<String, &'static str>,
 }
 
 impl SystemdProvider {
@@ -57,6 +66,7 @@ impl SystemdProvider {
             reload: Reload::Pending,
             calls: Vec::new(),
             deadline: None,
+            enabled_words: HashMap::new(),
         }
     }
 
@@ -79,16 +89,21 @@ impl SystemdProvider {
         let started = Instant::now();
         let result = checked.and_then(|service| {
             let active = self.systemctl(&["is-active", "--system", "--", service.as_str()])?;
-            let running = parse_is_active(&active)?;
-            let enabled = self.systemctl(&["is-enabled", "--system", "--", service.as_str()])?;
-            let enabled = parse_is_enabled(service.as_str(), &enabled)?;
+            let active = read_is_active(&active)?;
+            let enabled = self.is_enabled(&service)?;
+            self.enabled_words.insert(service.to_string(), enabled.word);
             Ok(ServiceStatus {
                 name: service.to_string(),
                 provider: self.name().to_owned(),
-                enabled,
-                running,
+                enabled: enabled.counts,
+                running: active.counts,
+                active_word: active.word.to_owned(),
+                enabled_word: enabled.word.to_owned(),
             })
         });
+        if result.is_err() {
+            self.enabled_words.remove(name);
+        }
         self.record(
             Call::Guest(Operation::Status),
             Some(name),
@@ -105,6 +120,12 @@ impl SystemdProvider {
     }
 
     /// `systemctl start|stop|restart|enable|disable --system -- NAME`.
+    ///
+    /// `disable` of a unit whose latest status this run was `enabled-runtime`
+    /// is carried out completely: a plain `disable` leaves the runtime
+    /// enablement (the links in `/run/systemd/system`), so when `is-enabled`
+    /// still says `enabled-runtime` afterwards, `systemctl disable --runtime
+    /// --system -- NAME` follows. One operation, one call record.
     pub fn mutate(&mut self, operation: Operation, name: &str) -> Result<(), ProviderError> {
         debug_assert!(operation.is_mutating());
         let checked = self.checked(name);
@@ -115,13 +136,23 @@ impl SystemdProvider {
                     "{operation} {service} refused: this is a noop run"
                 )));
             }
-            let args = [operation.verb(), "--system", "--", service.as_str()];
-            let output = self.systemctl(&args)?;
-            if output.success() {
-                Ok(())
-            } else {
-                Err(command_failed(&args.join(" "), &output))
+            self.run_mutation(&[operation.verb(), "--system", "--", service.as_str()])?;
+            let runtime = self.enabled_words.get(service.as_str()) == Some(&"enabled-runtime");
+            if operation == Operation::Disable && runtime {
+                // Only a word the table knows counts; anything else (the
+                // unit gone, an error) leaves the verification to the guest.
+                let still = self.is_enabled(&service).map(|w| w.word);
+                if still == Ok("enabled-runtime") {
+                    self.run_mutation(&[
+                        "disable",
+                        "--runtime",
+                        "--system",
+                        "--",
+                        service.as_str(),
+                    ])?;
+                }
             }
+            Ok(())
         });
         self.record(
             Call::Guest(operation),
@@ -130,6 +161,22 @@ impl SystemdProvider {
             result.as_ref().err(),
         );
         result
+    }
+
+    /// Runs a command that changes something; it succeeds when it exits 0.
+    fn run_mutation(&self, args: &[&str]) -> Result<(), ProviderError> {
+        let output = self.systemctl(args)?;
+        if output.success() {
+            Ok(())
+        } else {
+            Err(command_failed(&args.join(" "), &output))
+        }
+    }
+
+    /// `systemctl is-enabled --system -- NAME`, read.
+    fn is_enabled(&self, service: &CheckedName) -> Result<Word, ProviderError> {
+        let output = self.systemctl(&["is-enabled", "--system", "--", service.as_str()])?;
+        read_is_enabled(service.as_str(), &output)
     }
 
     /// Checks availability and the name, and makes the run's one reload.
@@ -308,16 +355,20 @@ mod tests {
             assert_eq!(program, Path::new("/usr/bin/systemctl"));
             let line = args.join(" ");
             self.log.lock().unwrap().push(line.clone());
-            let answers = self.answers.lock().unwrap();
-            Ok(answers
-                .iter()
-                .find(|(prefix, _)| line.starts_with(prefix.as_str()))
-                .map(|(_, out)| out.clone())
-                .unwrap_or(CommandOutput {
+            let mut answers = self.answers.lock().unwrap();
+            let matching: Vec<usize> = (0..answers.len())
+                .filter(|&i| line.starts_with(answers[i].0.as_str()))
+                .collect();
+            Ok(match matching[..] {
+                [] => CommandOutput {
                     code: Some(0),
                     stdout: String::new(),
                     stderr: String::new(),
-                }))
+                },
+                // The last answer for a prefix stays; earlier ones are used up in order.
+                [only] => answers[only].1.clone(),
+                [first, ..] => answers.remove(first).1,
+            })
         }
     }
 
@@ -346,7 +397,9 @@ mod tests {
                 name: "web".into(),
                 provider: "systemd".into(),
                 enabled: false,
-                running: false
+                running: false,
+                active_word: "inactive".into(),
+                enabled_word: "disabled".into(),
             }
         );
         p.mutate(Operation::Start, "web").unwrap();
@@ -370,6 +423,141 @@ mod tests {
         let ops: Vec<Call> = p.calls().iter().map(|c| c.operation).collect();
         assert_eq!(ops[0], Call::DaemonReload);
         assert_eq!(ops.iter().filter(|o| **o == Call::DaemonReload).count(), 1);
+    }
+
+    #[test]
+    fn status_passes_on_the_words_systemctl_printed() {
+        for (active, enabled, running, counts_enabled) in [
+            ("active", "static", true, true),
+            ("failed", "indirect", false, true),
+            ("activating", "generated", false, true),
+            ("reloading", "transient", true, true),
+            ("inactive", "alias", false, true),
+            ("deactivating", "enabled-runtime", false, true),
+            ("inactive", "linked", false, false),
+            ("inactive", "masked", false, false),
+        ] {
+            let runner = ScriptedRunner::default()
+                .answer("is-active", &format!("{active}\n"), "", 3)
+                .answer("is-enabled", &format!("{enabled}\n"), "", 0);
+            let mut p = provider(&runner, false);
+            let status = p.status("web").unwrap();
+            assert_eq!(
+                (status.active_word.as_str(), status.enabled_word.as_str()),
+                (active, enabled)
+            );
+            assert_eq!((status.running, status.enabled), (running, counts_enabled));
+            // The host's own record keeps the two states the reports use.
+            assert_eq!(
+                p.calls().last().unwrap().state,
+                Some(UnitState {
+                    running,
+                    enabled: counts_enabled
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn disable_of_a_runtime_enabled_unit_removes_the_runtime_enablement_too() {
+        let runner = ScriptedRunner::default()
+            .answer("is-active", "active\n", "", 0)
+            .answer("is-enabled", "enabled-runtime\n", "", 0);
+        let mut p = provider(&runner, false);
+        assert_eq!(p.status("web").unwrap().enabled_word, "enabled-runtime");
+        p.mutate(Operation::Disable, "web").unwrap();
+        assert_eq!(
+            runner.log(),
+            [
+                "daemon-reload",
+                "is-active --system -- web",
+                "is-enabled --system -- web",
+                "disable --system -- web",
+                "is-enabled --system -- web",
+                "disable --runtime --system -- web",
+            ]
+        );
+        // One operation, one record.
+        let ops: Vec<Call> = p.calls().iter().map(|c| c.operation).collect();
+        assert_eq!(
+            ops,
+            [
+                Call::DaemonReload,
+                Call::Guest(Operation::Status),
+                Call::Guest(Operation::Disable)
+            ]
+        );
+        assert_eq!(p.calls()[2].outcome, "ok");
+    }
+
+    #[test]
+    fn disable_adds_nothing_once_the_runtime_enablement_is_gone_or_was_never_seen() {
+        // is-enabled: enabled-runtime for the status, disabled after the disable.
+        let runner = ScriptedRunner::default()
+            .answer("is-active", "active\n", "", 0)
+            .answer("is-enabled", "enabled-runtime\n", "", 0)
+            .answer("is-enabled", "disabled\n", "", 1);
+        let mut p = provider(&runner, false);
+        p.status("web").unwrap();
+        p.mutate(Operation::Disable, "web").unwrap();
+        assert_eq!(
+            runner.log()[3..],
+            ["disable --system -- web", "is-enabled --system -- web"]
+        );
+
+        // Last found enabled (or never queried): the design's one command.
+        let runner = ScriptedRunner::default()
+            .answer("is-active", "active\n", "", 0)
+            .answer("is-enabled", "enabled\n", "", 0);
+        let mut p = provider(&runner, false);
+        p.status("web").unwrap();
+        p.mutate(Operation::Disable, "web").unwrap();
+        p.mutate(Operation::Disable, "db").unwrap();
+        assert_eq!(
+            runner.log()[3..],
+            ["disable --system -- web", "disable --system -- db"]
+        );
+    }
+
+    #[test]
+    fn a_failing_runtime_disable_fails_the_disable_with_its_command_line() {
+        let runner = ScriptedRunner::default()
+            .answer("is-active", "inactive\n", "", 3)
+            .answer("is-enabled", "enabled-runtime\n", "", 0)
+            .answer("disable --runtime", "", "Access denied\n", 1);
+        let mut p = provider(&runner, false);
+        p.status("web").unwrap();
+        let err = p.mutate(Operation::Disable, "web").unwrap_err();
+        assert_eq!(
+            err,
+            ProviderError::CommandFailed(
+                "systemctl disable --runtime --system -- web failed (exit status 1): Access denied"
+                    .into()
+            )
+        );
+        assert_eq!(p.calls().last().unwrap().outcome, "command-failed");
+    }
+
+    #[test]
+    fn a_failed_status_forgets_the_runtime_enablement() {
+        let runner = ScriptedRunner::default()
+            .answer("is-active", "active\n", "", 0)
+            .answer("is-enabled", "enabled-runtime\n", "", 0)
+            .answer(
+                "is-enabled",
+                "",
+                "Failed to get unit file state for web.service: No such file or directory\n",
+                1,
+            );
+        let mut p = provider(&runner, false);
+        p.status("web").unwrap();
+        assert_eq!(
+            p.status("web"),
+            Err(ProviderError::not_found("web")),
+            "the second is-enabled says the unit is gone"
+        );
+        p.mutate(Operation::Disable, "web").unwrap();
+        assert_eq!(runner.log().last().unwrap(), "disable --system -- web");
     }
 
     #[test]

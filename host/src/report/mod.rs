@@ -22,6 +22,10 @@ pub struct SignatureReport {
     pub key_id: Option<String>,
     pub trusted_comment: Option<String>,
     pub warning: Option<String>,
+    /// The settings document's signature, when the run had settings: the
+    /// settings are the desired state as much as the code is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Box<SignatureReport>>,
 }
 
 impl SignatureReport {
@@ -31,6 +35,7 @@ impl SignatureReport {
             key_id: Some(v.key_id),
             trusted_comment: Some(v.trusted_comment),
             warning: None,
+            settings: None,
         }
     }
 
@@ -40,6 +45,7 @@ impl SignatureReport {
             key_id: None,
             trusted_comment: None,
             warning: Some(warning.to_owned()),
+            settings: None,
         }
     }
 }

@@ -3,18 +3,21 @@
 //!
 //! Loading precompiled machine code is unsafe by nature: whoever can write a
 //! cache entry can run code as the host. So only bytes that passed signature
-//! verification are ever looked up or stored; the directory and each entry
-//! must be owned by root (or the user running the host) and writable by no
-//! one else; every entry carries the SHA-256 of its contents; and anything
-//! that fails a check is ignored with a warning and rebuilt, never trusted.
+//! verification are ever looked up or stored; the directory (checked with
+//! its parents, before anything is created or changed: a symbolic link is
+//! refused, never followed or chmodded) and each entry must be owned by root
+//! (or the user running the host) and writable by no one else; every entry
+//! carries the SHA-256 of its contents and is written through
+//! [`crate::atomic_file`]; and anything that fails a check is ignored with a
+//! warning (an unsafe directory: no cache at all) and rebuilt, never trusted.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::fs_safety::{self, Kind};
 use crate::text::hex;
 use wasmtime::component::Component;
 use wasmtime::Engine;
@@ -43,23 +46,19 @@ fn warn(message: String) {
 }
 
 impl CompileCache {
-    /// Opens (creating with mode 0700 if needed) `dir`; `None`, with a
-    /// warning, when it is not safe to use.
+    /// Opens `dir` (created with mode 0700 if missing, an existing one is
+    /// never changed); `None`, with a warning, when it or a parent is not
+    /// safe to use.
     pub fn open(dir: &Path) -> Option<Self> {
-        if let Err(e) = fs::create_dir_all(dir) {
-            warn(format!(
-                "cannot create {}: {e}; compiling without a cache",
-                dir.display()
-            ));
-            return None;
-        }
-        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
-        match check_safe(dir, true) {
+        match fs_safety::private_dir(dir) {
             Ok(()) => Some(Self {
                 dir: dir.to_owned(),
             }),
             Err(problem) => {
-                warn(format!("not using {}: {problem}", dir.display()));
+                warn(format!(
+                    "not using {}: {problem}; compiling without a cache",
+                    dir.display()
+                ));
                 None
             }
         }
@@ -95,14 +94,11 @@ impl CompileCache {
     }
 
     fn load(&self, engine: &Engine, path: &Path) -> Option<Component> {
-        if !path.exists() {
+        if fs::symlink_metadata(path).is_err() {
             return None;
         }
-        if let Err(problem) = check_safe(path, false) {
-            warn(format!(
-                "ignoring {}: {problem}; rebuilding it",
-                path.display()
-            ));
+        if let Err(problem) = fs_safety::check_object(path, Kind::File) {
+            warn(format!("ignoring an entry: {problem}; rebuilding it"));
             let _ = fs::remove_file(path);
             return None;
         }
@@ -149,38 +145,6 @@ impl CompileCache {
         entry.extend_from_slice(&artifact);
         crate::atomic_file::write(path, &entry, 0o600)
     }
-}
-
-/// Owned by root or by us, not a symlink, and writable by no one else.
-fn check_safe(path: &Path, is_dir: bool) -> Result<(), String> {
-    let meta = fs::symlink_metadata(path).map_err(|e| e.to_string())?;
-    let euid = effective_uid();
-    if meta.file_type().is_symlink() {
-        return Err("it is a symbolic link".into());
-    }
-    if is_dir != meta.is_dir() || (!is_dir && !meta.is_file()) {
-        return Err(if is_dir {
-            "not a directory"
-        } else {
-            "not a regular file"
-        }
-        .into());
-    }
-    if meta.uid() != 0 && meta.uid() != euid {
-        return Err(format!("owned by uid {}, not root", meta.uid()));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "writable by group or others (mode {:o})",
-            meta.mode() & 0o7777
-        ));
-    }
-    Ok(())
-}
-
-/// The effective user id, from `/proc/self` (avoids an FFI dependency for one number).
-fn effective_uid() -> u32 {
-    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
 }
 
 struct Sha256Hasher(Sha256);
@@ -314,19 +278,51 @@ mod tests {
     }
 
     #[test]
-    fn world_writable_directory_is_not_used() {
+    fn directory_writable_by_others_is_not_used_nor_changed() {
         let (_scratch, dir) = temp("open-dir");
         fs::create_dir_all(&dir).unwrap();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
-        // `open` tightens a directory it may own; one it cannot fix is refused.
-        assert!(CompileCache::open(&dir).is_some());
+        assert!(CompileCache::open(&dir).is_none());
         assert_eq!(
             fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o777,
+            "refused, not chmodded"
+        );
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(CompileCache::open(&dir).is_some());
+    }
+
+    #[test]
+    fn symlinked_directory_is_not_used_and_its_target_keeps_its_mode() {
+        let (scratch, dir) = temp("symlink");
+        let target = scratch.path().join("elsewhere");
+        fs::create_dir(&target).unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink(&target, &dir).unwrap();
+        assert!(CompileCache::open(&dir).is_none());
+        assert_eq!(
+            fs::metadata(&target).unwrap().permissions().mode() & 0o7777,
+            0o755
+        );
+        assert_eq!(fs::read_dir(&target).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn parent_writable_by_others_is_not_used_and_nothing_is_created() {
+        let (scratch, _) = temp("parent");
+        let parent = scratch.path().join("shared");
+        fs::create_dir(&parent).unwrap();
+        fs::set_permissions(&parent, fs::Permissions::from_mode(0o777)).unwrap();
+        let dir = parent.join("cache");
+        assert!(CompileCache::open(&dir).is_none());
+        assert!(!dir.exists(), "not created in an unsafe parent");
+        // Sticky, like /tmp: others cannot replace what is ours.
+        fs::set_permissions(&parent, fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(CompileCache::open(&dir).is_some());
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o7777,
             0o700
         );
-        assert!(check_safe(&dir, true).is_ok());
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(check_safe(&dir, true).is_err());
     }
 
     #[test]

@@ -103,7 +103,11 @@ pub struct RunFailure {
 
 impl RunFailure {
     fn classify(error: &wasmtime::Error, stage: &'static str) -> Self {
-        if let Some(limit) = error.downcast_ref::<LimitExceeded>() {
+        let limit = error
+            .downcast_ref::<LimitExceeded>()
+            .cloned()
+            .or_else(|| MemoryLimiter::count_exceeded(error));
+        if let Some(limit) = limit {
             return Self {
                 class: limit.class(),
                 message: limit.to_string(),
@@ -387,6 +391,8 @@ mod tests {
                 provider: "slow".to_owned(),
                 enabled: false,
                 running: true,
+                active_word: "active".to_owned(),
+                enabled_word: "disabled".to_owned(),
             })
         }
         fn mutate(&mut self, _: Operation, name: &str) -> Result<(), ProviderError> {

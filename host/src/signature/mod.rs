@@ -5,6 +5,7 @@
 //! `minisign-verify` crate; key generation and signing use `minisign`. Nothing
 //! here is hand-rolled cryptography or a hand-rolled file format.
 
+pub mod comment;
 mod keys;
 mod sign;
 mod verify;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
+pub use comment::Claims;
 pub use keys::{load_trusted_keys, KeyId, TrustedKey};
 pub use sign::{generate_key_pair, sign_policy, signature_path_for, GeneratedKeys, KeyProtection};
 pub use verify::{read_signature, verify_bytes};
@@ -21,20 +23,29 @@ pub use verify::{read_signature, verify_bytes};
 /// The largest signature or key file read; real ones are a few hundred bytes.
 pub const MAX_SIGNATURE_FILE: u64 = 64 * 1024;
 
-/// A signature that checked out against a trusted key.
+/// A signature that checked out against a trusted key, for the name it binds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Verified {
     pub key_id: String,
     pub trusted_comment: String,
     /// The trusted key file that matched.
     pub key_file: PathBuf,
+    /// The file name the signature binds (the comment's `file:`).
+    pub name: String,
+    /// When it was signed (the comment's `signed:` or `timestamp:`), in Unix
+    /// seconds: the version rollback protection compares.
+    pub signed_at: Option<u64>,
 }
 
 /// Why a policy's signature was refused. Each names its cause in one line.
 #[derive(Debug, Error)]
 pub enum SignatureError {
-    #[error("policy is not signed: {} not found (sign it with `host sign` or `minisign -S`; --allow-unsigned skips the check for development)", .0.display())]
-    MissingSignature(PathBuf),
+    #[error("{what} is not signed: {} not found (sign it with `host sign` or `minisign -S`; --allow-unsigned skips the check for development)", path.display())]
+    MissingSignature { what: &'static str, path: PathBuf },
+    #[error("the signature names no file: its trusted comment {comment:?} has no `file:` field, so it cannot be bound to a name (sign with `host sign` or `minisign -S`)")]
+    UnnamedSignature { comment: String },
+    #[error("signed as {signed:?}, not as {name:?}: a signature is valid only for the file name it was made for")]
+    WrongName { signed: String, name: String },
     #[error("signature file {} is malformed: {reason}", path.display())]
     MalformedSignature { path: PathBuf, reason: String },
     #[error("signature by untrusted key {key_id} (trusted keys: {trusted})")]
@@ -65,13 +76,51 @@ pub struct Trust {
 impl Trust {
     /// The one verification every command makes: `bytes` (read once from
     /// `file`, and the bytes that will be used) against `file`'s `.minisig`
-    /// and the trusted keys.
-    pub fn verify(&self, file: &Path, bytes: &[u8]) -> Result<Verified, SignatureError> {
+    /// and the trusted keys, and the signature bound to `file`'s name.
+    /// `what` ("policy", "settings") names the file in errors.
+    pub fn verify(
+        &self,
+        what: &'static str,
+        file: &Path,
+        bytes: &[u8],
+    ) -> Result<Verified, SignatureError> {
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.verify_named(what, &signature_path_for(file), bytes, &name)
+    }
+
+    /// Like [`verify`](Self::verify), with the signature read from
+    /// `signature` and bound to `name` (for files that arrive by other ways
+    /// than a path beside their signature).
+    pub fn verify_named(
+        &self,
+        what: &'static str,
+        signature: &Path,
+        bytes: &[u8],
+        name: &str,
+    ) -> Result<Verified, SignatureError> {
         // The signature first: a file without one is "unsigned", whatever
         // the state of the keys.
-        let signature = read_signature(&signature_path_for(file))?;
+        let signature = read_signature(what, signature)?;
         let keys = load_trusted_keys(&self.keys, &self.keys_dir)?;
-        verify_bytes(bytes, &signature, &keys)
+        let mut verified = verify_bytes(bytes, &signature, &keys)?;
+        let claims = Claims::parse(&verified.trusted_comment);
+        let signed = claims
+            .file
+            .ok_or_else(|| SignatureError::UnnamedSignature {
+                comment: verified.trusted_comment.clone(),
+            })?;
+        if signed != name {
+            return Err(SignatureError::WrongName {
+                signed,
+                name: name.to_owned(),
+            });
+        }
+        verified.name = signed;
+        verified.signed_at = claims.signed_at;
+        Ok(verified)
     }
 }
 

@@ -97,8 +97,8 @@ fn write_new_file(path: &Path, contents: &[u8], mode: u32) -> anyhow::Result<()>
 
 /// Signs `policy` with the secret key file `key`; writes `POLICY.minisig`.
 /// The trusted comment records the file name, its SHA-256 and the time.
-/// `password` is asked for only when the key is encrypted; `None` from it
-/// lets minisign prompt on the terminal.
+/// `password` is asked for only when the key's KDF field says it is
+/// encrypted; `None` from it lets minisign prompt on the terminal.
 pub fn sign_policy(
     policy: &Path,
     key: &Path,
@@ -107,17 +107,13 @@ pub fn sign_policy(
     let bytes = std::fs::read(policy).with_context(|| format!("reading {}", policy.display()))?;
     let key_text = std::fs::read_to_string(key)
         .with_context(|| format!("reading secret key {}", key.display()))?;
-    let key_box = || {
-        minisign::SecretKeyBox::from_string(&key_text)
-            .with_context(|| format!("secret key {} is malformed", key.display()))
-    };
-    // An unencrypted key opens without a password; only then is one asked for.
-    let secret = match minisign::SecretKey::from_unencrypted_box(key_box()?) {
-        Ok(secret) => secret,
-        Err(_) => minisign::SecretKey::from_box(key_box()?, password()?)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .with_context(|| format!("opening secret key {}", key.display()))?,
-    };
+    let secret = open_secret_key(&key_text, password)
+        .with_context(|| format!("secret key {}", key.display()))?;
+    // Signing checks the signature against the key's own public half, so a
+    // damaged key (one without a checksum included) fails here, not later on
+    // every machine that verifies.
+    let public = minisign::PublicKey::from_secret_key(&secret)
+        .map_err(|e| anyhow::anyhow!("secret key {}: {e}", key.display()))?;
     let name = policy
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -126,17 +122,106 @@ pub fn sign_policy(
     let signed = humantime::format_rfc3339_seconds(SystemTime::now());
     let trusted_comment = format!("file:{name} sha256:{digest} signed:{signed}");
     let signature = minisign::sign(
-        None,
+        Some(&public),
         &secret,
         bytes.as_slice(),
         Some(&trusted_comment),
         None,
     )
-    .context("signing")?;
+    .map_err(|e| anyhow::anyhow!("signing with secret key {}: {e}", key.display()))?;
     let path = signature_path_for(policy);
     // A reader never sees half a signature.
     crate::atomic_file::write(&path, signature.to_string().as_bytes(), 0o644)?;
     Ok((path, trusted_comment))
+}
+
+/// A minisign secret key as stored: the line after the untrusted comment is
+/// the base64 of minisign's `SeckeyStruct`, 158 bytes. Only the fields that
+/// decide how to open it are read here; opening is the `minisign` crate's.
+mod layout {
+    pub const LEN: usize = 158;
+    pub const SIG_ALG: std::ops::Range<usize> = 0..2;
+    pub const KDF_ALG: std::ops::Range<usize> = 2..4;
+    pub const CHK_ALG: std::ops::Range<usize> = 4..6;
+    pub const CHECKSUM: std::ops::Range<usize> = 126..158;
+    /// Ed25519.
+    pub const ED25519: &[u8] = b"Ed";
+    /// BLAKE2b checksum.
+    pub const BLAKE2B: &[u8] = b"B2";
+    /// Encrypted with a key derived from the password by scrypt.
+    pub const KDF_SCRYPT: &[u8] = b"Sc";
+    /// Not encrypted (`minisign -G -W`, `host keygen --unencrypted`).
+    pub const KDF_NONE: &[u8] = b"\0\0";
+}
+
+/// Opens a secret key file's text, as minisign does: the key's KDF field
+/// says whether it is encrypted, and only an encrypted key asks `password`
+/// for its password.
+///
+/// An unencrypted key made by `minisign -G -W` carries no checksum (its
+/// checksum field is zeros; minisign never checks one for an unencrypted
+/// key), which the `minisign` crate's `from_unencrypted_box` refuses as
+/// corrupted; such a key is read as it is, and the signature made with it is
+/// checked against the key's public half instead. An unencrypted key with a
+/// checksum (`host keygen --unencrypted`, `minisign -C -W`) must match it.
+fn open_secret_key(
+    text: &str,
+    password: impl FnOnce() -> anyhow::Result<Option<String>>,
+) -> anyhow::Result<minisign::SecretKey> {
+    let mut lines = text.lines();
+    let (Some(_comment), Some(encoded)) = (lines.next(), lines.next()) else {
+        bail!("is malformed: expected an untrusted comment line, then the key in base64");
+    };
+    let raw = decode_base64(encoded.trim())
+        .filter(|raw| raw.len() == layout::LEN)
+        .context("is malformed: the key line is not a minisign secret key in base64")?;
+    if &raw[layout::SIG_ALG] != layout::ED25519 {
+        bail!("uses an unsupported signature algorithm (minisign keys are Ed25519)");
+    }
+    if &raw[layout::CHK_ALG] != layout::BLAKE2B {
+        bail!("uses an unsupported checksum algorithm");
+    }
+    let key_box = || minisign::SecretKeyBox::from_string(text);
+    let opened = match &raw[layout::KDF_ALG] {
+        kdf if kdf == layout::KDF_NONE => {
+            if raw[layout::CHECKSUM].iter().all(|&b| b == 0) {
+                minisign::SecretKey::from_bytes(&raw)
+            } else {
+                minisign::SecretKey::from_unencrypted_box(key_box()?)
+            }
+        }
+        kdf if kdf == layout::KDF_SCRYPT => minisign::SecretKey::from_box(key_box()?, password()?),
+        kdf => bail!(
+            "uses an unsupported key derivation algorithm {:?} (minisign's are \"Sc\" and none)",
+            String::from_utf8_lossy(kdf)
+        ),
+    };
+    opened.map_err(|e| anyhow::anyhow!("cannot be opened: {e}"))
+}
+
+/// Standard base64 with `=` padding, as minisign writes keys. `None` for
+/// anything else.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let text = text.as_bytes();
+    if text.is_empty() || !text.len().is_multiple_of(4) {
+        return None;
+    }
+    let groups = text.len() / 4;
+    let mut out = Vec::with_capacity(groups * 3);
+    for (i, group) in text.chunks(4).enumerate() {
+        let padding = group.iter().rev().take_while(|&&c| c == b'=').count();
+        if padding > 2 || (padding > 0 && i + 1 != groups) {
+            return None;
+        }
+        let mut bits = 0u32;
+        for &c in &group[..4 - padding] {
+            bits = bits << 6 | ALPHABET.iter().position(|&a| a == c)? as u32;
+        }
+        bits <<= 6 * padding as u32;
+        out.extend_from_slice(&bits.to_be_bytes()[1..4 - padding]);
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -174,7 +259,7 @@ mod tests {
             Path::new("/nonexistent"),
         )
         .unwrap();
-        let signature = read_signature(&sig).unwrap();
+        let signature = read_signature("policy", &sig).unwrap();
         let verified = verify_bytes(b"\0asm policy bytes", &signature, &trusted).unwrap();
         assert_eq!(verified.key_id, keys.key_id);
         assert_eq!(verified.trusted_comment, comment);
@@ -221,12 +306,140 @@ mod tests {
             Path::new("/nonexistent"),
         )
         .unwrap();
-        let err = verify_bytes(b"x", &read_signature(&sig).unwrap(), &trusted).unwrap_err();
+        let err =
+            verify_bytes(b"x", &read_signature("policy", &sig).unwrap(), &trusted).unwrap_err();
         let message = err.to_string();
         assert!(
             message.contains(&signer.key_id) && message.contains(&other.key_id),
             "{message}"
         );
+    }
+
+    /// The key line of a secret key file, decoded.
+    fn raw_key(text: &str) -> Vec<u8> {
+        decode_base64(text.lines().nth(1).unwrap()).unwrap()
+    }
+
+    /// A secret key file with `raw` as its key, in minisign's encoding.
+    fn key_text(raw: &[u8]) -> String {
+        minisign::SecretKey::from_bytes(raw)
+            .unwrap()
+            .to_box(Some("minisign encrypted secret key"))
+            .unwrap()
+            .to_string()
+    }
+
+    /// An unencrypted key as `minisign -G -W` writes it: no checksum.
+    fn minisign_w_key() -> (minisign::PublicKey, String) {
+        let pair = minisign::KeyPair::generate_unencrypted_keypair().unwrap();
+        let mut raw = raw_key(&pair.sk.to_box(None).unwrap().to_string());
+        raw[layout::CHECKSUM].fill(0);
+        (pair.pk, key_text(&raw))
+    }
+
+    fn no_password() -> anyhow::Result<Option<String>> {
+        panic!("an unencrypted key needs no password")
+    }
+
+    #[test]
+    fn base64_decoding_is_standard_and_strict() {
+        assert_eq!(decode_base64("Zm9v").unwrap(), b"foo");
+        assert_eq!(decode_base64("Zm8=").unwrap(), b"fo");
+        assert_eq!(decode_base64("Zg==").unwrap(), b"f");
+        assert_eq!(decode_base64("+/+/").unwrap(), [0xfb, 0xff, 0xbf]);
+        for bad in ["", "Zm9", "Zg=", "Z===", "Zg==Zm9v", "Zm9v!A==", "Zm-_"] {
+            assert_eq!(decode_base64(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn key_without_checksum_from_minisign_w_signs_without_a_password() {
+        let scratch = temp_dir("minisign-w");
+        let dir = scratch.path();
+        let (pk, text) = minisign_w_key();
+        assert_eq!(&raw_key(&text)[layout::KDF_ALG], b"\0\0");
+        assert!(
+            minisign::SecretKey::from_unencrypted_box(text.clone().into()).is_err(),
+            "the crate alone refuses it, which is why open_secret_key exists"
+        );
+        let key = dir.join("minisign.key");
+        std::fs::write(&key, &text).unwrap();
+        let public = dir.join("minisign.pub");
+        std::fs::write(&public, pk.to_box().unwrap().to_string()).unwrap();
+        let policy = dir.join("p.wasm");
+        std::fs::write(&policy, b"policy").unwrap();
+        let (sig, _) = sign_policy(&policy, &key, no_password).unwrap();
+        let trusted = load_trusted_keys(&[public], Path::new("/nonexistent")).unwrap();
+        verify_bytes(
+            b"policy",
+            &read_signature("policy", &sig).unwrap(),
+            &trusted,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn damaged_unencrypted_keys_are_refused_without_asking_a_password() {
+        // With a checksum (host keygen --unencrypted): the checksum catches it.
+        let pair = minisign::KeyPair::generate_unencrypted_keypair().unwrap();
+        let mut raw = raw_key(&pair.sk.to_box(None).unwrap().to_string());
+        raw[70] ^= 1;
+        let err = open_secret_key(&key_text(&raw), no_password).unwrap_err();
+        assert!(format!("{err:#}").contains("Corrupted key"), "{err:#}");
+
+        // Without one (minisign -G -W): signing checks the key's public half.
+        let scratch = temp_dir("damaged");
+        let dir = scratch.path();
+        let (_, text) = minisign_w_key();
+        let mut raw = raw_key(&text);
+        raw[70] ^= 1; // in the Ed25519 seed
+        let key = dir.join("damaged.key");
+        std::fs::write(&key, key_text(&raw)).unwrap();
+        let policy = dir.join("p.wasm");
+        std::fs::write(&policy, b"x").unwrap();
+        let err = sign_policy(&policy, &key, no_password).unwrap_err();
+        assert!(format!("{err:#}").contains("Could not verify"), "{err:#}");
+        assert!(!signature_path_for(&policy).exists());
+    }
+
+    #[test]
+    fn the_kdf_field_decides_whether_a_password_is_asked_for() {
+        let pair = minisign::KeyPair::generate_encrypted_keypair(Some("pw".into())).unwrap();
+        let text = pair.sk.to_box(None).unwrap().to_string();
+        assert_eq!(&raw_key(&text)[layout::KDF_ALG], b"Sc");
+        let mut asked = false;
+        open_secret_key(&text, || {
+            asked = true;
+            Ok(Some("pw".into()))
+        })
+        .unwrap();
+        assert!(asked);
+        // A password source that fails (no terminal) fails only encrypted keys.
+        let err = open_secret_key(&text, || anyhow::bail!("no terminal")).unwrap_err();
+        assert!(err.to_string().contains("no terminal"), "{err}");
+
+        let mut raw = raw_key(&text);
+        raw[layout::KDF_ALG].copy_from_slice(b"Ar");
+        let err = open_secret_key(&key_text(&raw), no_password).unwrap_err();
+        assert!(err.to_string().contains("key derivation"), "{err}");
+    }
+
+    #[test]
+    fn malformed_secret_keys_are_named() {
+        for text in [
+            "",
+            "untrusted comment: only a comment\n",
+            "untrusted comment: x\nnot base64\n",
+            "untrusted comment: x\nZm9v\n",
+        ] {
+            let err = open_secret_key(text, no_password).unwrap_err();
+            assert!(err.to_string().contains("malformed"), "{text:?}: {err}");
+        }
+        let pair = minisign::KeyPair::generate_unencrypted_keypair().unwrap();
+        let mut raw = raw_key(&pair.sk.to_box(None).unwrap().to_string());
+        raw[layout::SIG_ALG].copy_from_slice(b"Xx");
+        let err = open_secret_key(&key_text(&raw), no_password).unwrap_err();
+        assert!(err.to_string().contains("signature algorithm"), "{err}");
     }
 
     #[test]

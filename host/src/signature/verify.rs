@@ -13,11 +13,15 @@ pub struct SignatureFile {
     key_id: KeyId,
 }
 
-/// Reads and parses `path` (the `.minisig` beside the policy).
-pub fn read_signature(path: &Path) -> Result<SignatureFile, SignatureError> {
+/// Reads and parses `path` (the `.minisig` beside the file); `what` names
+/// the signed file in the error when there is no signature.
+pub fn read_signature(what: &'static str, path: &Path) -> Result<SignatureFile, SignatureError> {
     let text = match read_small_text(path) {
         Err(SignatureError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Err(SignatureError::MissingSignature(path.to_owned()))
+            return Err(SignatureError::MissingSignature {
+                what,
+                path: path.to_owned(),
+            })
         }
         other => other?,
     };
@@ -59,6 +63,9 @@ pub fn verify_bytes(
             key_id,
             trusted_comment: signature.signature.trusted_comment().to_owned(),
             key_file: key.file.clone(),
+            // Filled in from the comment by `Trust::verify_named`.
+            name: String::new(),
+            signed_at: None,
         }),
         Err(VerifyError::UnexpectedAlgorithm) => Err(SignatureError::LegacySignature),
         Err(VerifyError::UnexpectedKeyId) => {

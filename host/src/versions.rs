@@ -1,0 +1,228 @@
+//! Rollback protection: for each signed name and key, the newest signing time
+//! the host has accepted. An older signature of the same name by the same key
+//! is refused, so a captured old version cannot be replayed; `--allow-rollback`
+//! goes back on purpose.
+//!
+//! The record is one JSON file, `versions.json`, in the root-only state
+//! directory (`--state-dir`, `/var/lib/policy-host`), written atomically and
+//! synced. A record that cannot be read or parsed is refused loudly, never
+//! treated as empty: an empty record would accept every old version again.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context as _};
+use serde::{Deserialize, Serialize};
+
+use crate::{atomic_file, fs_safety};
+
+/// The file's format version, so a later host can migrate it.
+const FORMAT: u32 = 1;
+/// The record is small; anything bigger is not ours.
+const MAX_RECORD_BYTES: u64 = 16 << 20;
+
+/// One accepted version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    /// Signing time, Unix seconds.
+    pub signed_at: u64,
+    /// SHA-256 of the accepted bytes.
+    pub sha256: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Record {
+    format: u32,
+    /// `KEYID NAME` → the newest version accepted.
+    versions: BTreeMap<String, Seen>,
+}
+
+/// The accepted versions, read once per run.
+#[derive(Debug)]
+pub struct Versions {
+    path: PathBuf,
+    record: Record,
+}
+
+/// A signed file's identity and version, as rollback protection sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    pub key_id: String,
+    pub name: String,
+    pub signed_at: u64,
+    pub sha256: String,
+}
+
+impl Version {
+    fn key(&self) -> String {
+        format!("{} {}", self.key_id, self.name)
+    }
+}
+
+fn when(secs: u64) -> String {
+    humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+        .to_string()
+}
+
+impl Versions {
+    /// Reads the record in `dir` (created 0700 when missing, refused when
+    /// anyone but root or the running user could write it); a missing
+    /// file is an empty record, a damaged one an error.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        // Root-only, checked from `/` down without following anyone else's
+        // links: whoever can write here could rewrite the accepted versions.
+        fs_safety::private_dir(dir)
+            .with_context(|| format!("refusing the state directory {}", dir.display()))?;
+        let path = dir.join("versions.json");
+        let record = match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Record {
+                format: FORMAT,
+                versions: BTreeMap::new(),
+            },
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading {}", path.display()));
+            }
+            Ok(meta) if meta.len() > MAX_RECORD_BYTES => {
+                bail!("{} is {} bytes, not a version record; refusing to run without it (move it away to start afresh)", path.display(), meta.len())
+            }
+            Ok(_) => {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let record: Record = serde_json::from_str(&text).with_context(|| {
+                    format!(
+                        "{} is damaged; refusing to treat it as empty, which would accept old versions again (restore it, or move it away to start afresh)",
+                        path.display()
+                    )
+                })?;
+                if record.format != FORMAT {
+                    bail!(
+                        "{} has format {}, this host reads format {FORMAT}",
+                        path.display(),
+                        record.format
+                    );
+                }
+                record
+            }
+        };
+        Ok(Self { path, record })
+    }
+
+    /// Whether `version` may run: not older than the newest accepted for its
+    /// name and key, unless `allow_rollback`.
+    pub fn check(&self, version: &Version, allow_rollback: bool) -> anyhow::Result<()> {
+        let Some(seen) = self.record.versions.get(&version.key()) else {
+            return Ok(());
+        };
+        if version.signed_at < seen.signed_at && !allow_rollback {
+            bail!(
+                "rollback refused: this {} was signed {}, but the version of {} by key {} already accepted here was signed {}; --allow-rollback runs an older version on purpose",
+                version.name,
+                when(version.signed_at),
+                version.name,
+                version.key_id,
+                when(seen.signed_at)
+            );
+        }
+        Ok(())
+    }
+
+    /// Records `version` as accepted when it is the newest seen (a rollback
+    /// run on purpose also becomes the newest: the operator chose it).
+    pub fn accept(&mut self, version: &Version) {
+        self.record.versions.insert(
+            version.key(),
+            Seen {
+                signed_at: version.signed_at,
+                sha256: version.sha256.clone(),
+            },
+        );
+    }
+
+    /// Writes the record atomically (0600), synced with its directory.
+    pub fn save(&self) -> anyhow::Result<()> {
+        let json = serde_json::to_string_pretty(&self.record)? + "\n";
+        atomic_file::write(&self.path, json.as_bytes(), 0o600)
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(signed_at: u64) -> Version {
+        Version {
+            key_id: "ABCD".into(),
+            name: "web.wasm".into(),
+            signed_at,
+            sha256: format!("{signed_at:064}"),
+        }
+    }
+
+    #[test]
+    fn an_older_version_is_refused_after_a_newer_was_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut versions = Versions::open(dir.path()).unwrap();
+        versions.check(&version(200), false).unwrap();
+        versions.accept(&version(200));
+        versions.save().unwrap();
+
+        let versions = Versions::open(dir.path()).unwrap();
+        versions
+            .check(&version(200), false)
+            .expect("the same version again");
+        versions.check(&version(300), false).expect("a newer one");
+        let err = versions
+            .check(&version(100), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("rollback refused: this web.wasm was signed 1970-01-01T00:01:40Z"),
+            "{err}"
+        );
+        assert!(
+            err.contains("already accepted here was signed 1970-01-01T00:03:20Z"),
+            "{err}"
+        );
+        versions
+            .check(&version(100), true)
+            .expect("--allow-rollback");
+        let other_key = Version {
+            key_id: "EEEE".into(),
+            ..version(100)
+        };
+        versions
+            .check(&other_key, false)
+            .expect("versions are per key");
+    }
+
+    #[test]
+    fn a_damaged_record_is_refused_not_treated_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("versions.json"), "{\"format\": 1, \"vers").unwrap();
+        let err = format!("{:#}", Versions::open(dir.path()).unwrap_err());
+        assert!(
+            err.contains("is damaged; refusing to treat it as empty"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_record_is_root_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let mut versions = Versions::open(&state).unwrap();
+        versions.accept(&version(1));
+        versions.save().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&state), 0o700);
+        assert_eq!(mode(versions.path()), 0o600);
+    }
+}
