@@ -7,9 +7,13 @@
 //! ## 1. Create the crate
 //!
 //! `host new-policy web-policy` writes a crate that builds and tests as it
-//! is: `Cargo.toml`, `src/lib.rs` with one service and its tests, a
-//! `README.md` with the commands below, and `.gitignore`. By hand, the
-//! crate needs two things: both crate types, and this SDK.
+//! is, on any machine where the host is installed: `Cargo.toml`, a
+//! `Cargo.lock` with the dependency versions the host was tested with,
+//! `src/lib.rs` with one service and its tests, a `README.md` with the
+//! commands below, `build.sh`, `.gitignore`, and `vendor/`: this SDK and the
+//! WIT contract, copied out of the host binary itself, so the crate needs no
+//! checkout of this repository. By hand, the crate needs two things: both
+//! crate types, and this SDK.
 //!
 //! ```toml
 //! [package]
@@ -22,7 +26,8 @@
 //! crate-type = ["cdylib", "rlib"]
 //!
 //! [dependencies]
-//! guest-sdk = { path = "/path/to/policy-host/guest-sdk" }
+//! # The SDK `host new-policy` vendored, or a checkout's guest-sdk/.
+//! guest-sdk = { path = "vendor/guest-sdk" }
 //! ```
 //!
 //! ## 2. Write the policy
