@@ -21,8 +21,6 @@ use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The commands that change the system.
 pub const MUTATING_COMMANDS: [&str; 5] = ["start", "stop", "restart", "enable", "disable"];
@@ -64,23 +62,15 @@ impl Default for FakeSystemctl {
     }
 }
 
-/// A fresh, empty directory under the system temp dir.
+/// A fresh, empty directory under the system temp dir (mode 0755, as the
+/// tests' other users may need to look in), kept until its owner removes it.
 pub fn temp_dir(prefix: &str) -> PathBuf {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    loop {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("{prefix}-{}-{n}-{nanos:08x}", std::process::id()));
-        match fs::create_dir(&dir) {
-            Ok(()) => return dir,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => panic!("cannot create {}: {e}", dir.display()),
-        }
-    }
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{prefix}-"))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .tempdir()
+        .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
+    dir.keep()
 }
 
 impl FakeSystemctl {
