@@ -21,7 +21,7 @@ use crate::provider::{Operation, Provider, ProviderError, ServiceStatus};
 
 /// `is-active` words and whether each counts as running (docs/service-type.md,
 /// "Reading status: is-active").
-const ACTIVE_WORDS: [(&str, bool); 7] = [
+pub const ACTIVE_WORDS: [(&str, bool); 7] = [
     ("active", true),
     ("reloading", true),
     ("refreshing", true),
@@ -33,7 +33,7 @@ const ACTIVE_WORDS: [(&str, bool); 7] = [
 
 /// `is-enabled` words and whether each counts as enabled (docs/service-type.md,
 /// "Reading status: is-enabled").
-const ENABLED_WORDS: [(&str, bool); 12] = [
+pub const ENABLED_WORDS: [(&str, bool); 12] = [
     ("enabled", true),
     ("enabled-runtime", true),
     ("alias", true),
