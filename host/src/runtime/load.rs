@@ -7,11 +7,16 @@ use wasmtime::component::types::ComponentItem;
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
+/// The version of `wit/policy.wit` this host speaks (a test checks the two
+/// agree). A policy built against another version is refused by name at
+/// load, instead of failing to link with wasmtime's type error.
+pub const CONTRACT_VERSION: &str = "0.2.0";
+
+/// Our own package's interfaces, without their version.
+const OWN_PACKAGE: &str = "policy-host:policy/";
+
 /// The interfaces of our own package a policy may import.
-const OWN_IMPORTS: [&str; 2] = [
-    "policy-host:policy/service-provider@0.1.0",
-    "policy-host:policy/types@0.1.0",
-];
+const OWN_INTERFACES: [&str; 2] = ["service-provider", "types"];
 
 /// Why a policy was refused before it ran.
 #[derive(Debug, Error)]
@@ -28,6 +33,8 @@ pub enum LoadError {
     ForbiddenImport(String),
     #[error("not a policy component: it does not export `run` from world policy-host:policy/policy (its exports: {0})")]
     NotAPolicy(String),
+    #[error("the policy was built against contract policy-host:policy@{found}, and this host speaks @{CONTRACT_VERSION}: rebuild it with the guest-sdk this host ships (`host new-policy` vendors it)")]
+    ContractVersion { found: String },
 }
 
 /// Checks the header, compiles (or takes the compiled artifact from `cache`),
@@ -85,9 +92,21 @@ pub fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
 
 fn check_imports(engine: &Engine, component: &Component) -> Result<(), LoadError> {
     for (name, _) in component.component_type().imports(engine) {
-        let allowed = name.starts_with("wasi:") || OWN_IMPORTS.contains(&name);
-        if !allowed {
-            return Err(LoadError::ForbiddenImport(name.to_owned()));
+        if name.starts_with("wasi:") {
+            continue;
+        }
+        let own = name
+            .strip_prefix(OWN_PACKAGE)
+            .and_then(|rest| rest.split_once('@'))
+            .filter(|(interface, _)| OWN_INTERFACES.contains(interface));
+        match own {
+            Some((_, version)) if version == CONTRACT_VERSION => {}
+            Some((_, version)) => {
+                return Err(LoadError::ContractVersion {
+                    found: version.to_owned(),
+                })
+            }
+            None => return Err(LoadError::ForbiddenImport(name.to_owned())),
         }
     }
     Ok(())
@@ -127,6 +146,43 @@ mod tests {
         assert!(matches!(
             check_header(b"\0asm\x02\0\0\0"),
             Err(LoadError::UnknownLayer(_))
+        ));
+    }
+
+    #[test]
+    fn the_contract_version_is_the_wits() {
+        let wit = include_str!("../../../wit/policy.wit");
+        assert!(
+            wit.contains(&format!("package policy-host:policy@{CONTRACT_VERSION};")),
+            "wit/policy.wit and CONTRACT_VERSION disagree"
+        );
+    }
+
+    fn importing(name: &str) -> Result<(), LoadError> {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config).unwrap();
+        let wat = format!("(component (import \"{name}\" (instance)))");
+        let component = Component::new(&engine, wat::parse_str(&wat).unwrap()).unwrap();
+        check_imports(&engine, &component)
+    }
+
+    #[test]
+    fn a_policy_built_against_another_contract_is_refused_by_version() {
+        importing(&format!("policy-host:policy/types@{CONTRACT_VERSION}")).unwrap();
+        importing("wasi:cli/environment@0.2.6").unwrap();
+        let err = importing("policy-host:policy/service-provider@0.1.0").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("the policy was built against contract policy-host:policy@0.1.0, and this host speaks @{CONTRACT_VERSION}: rebuild it with the guest-sdk this host ships (`host new-policy` vendors it)")
+        );
+        assert!(matches!(
+            importing("policy-host:policy/shell@0.2.0"),
+            Err(LoadError::ForbiddenImport(_))
+        ));
+        assert!(matches!(
+            importing("evil:thing/x@1.0.0"),
+            Err(LoadError::ForbiddenImport(_))
         ));
     }
 }
