@@ -529,7 +529,9 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    /// The file's list and then the command line's, in that order.
+    /// The file's list and then the command line's, in that order, each
+    /// checked as an allowlist on its own so that a bad pattern is named
+    /// with where it came from.
     pub fn patterns(&self, flag: &str) -> anyhow::Result<Vec<String>> {
         let s = setting(flag);
         let mut patterns = Vec::new();
@@ -541,14 +543,18 @@ impl<'a> Resolver<'a> {
             let items = value
                 .as_array()
                 .with_context(|| format!("{source}: expected a list of strings, got {value}"))?;
+            let mut from_file = Vec::new();
             for item in items {
                 let text = item
                     .as_str()
                     .with_context(|| format!("{source}: expected a string, got {item}"))?;
-                patterns.push(text.to_owned());
+                from_file.push(text.to_owned());
             }
+            UnitAllowlist::new(&from_file).with_context(|| source.to_string())?;
+            patterns.extend(from_file);
         }
         if let Some(given) = self.flags.values.get(s.flag) {
+            UnitAllowlist::new(given).with_context(|| Source::Flag(s.flag).to_string())?;
             patterns.extend(given.iter().cloned());
         }
         Ok(patterns)
@@ -701,6 +707,14 @@ mod tests {
         assert!(error(Flags::default().with("call-budget", "-1"), "").starts_with("--call-budget:"));
         assert!(error(Flags::default(), "allow_units = \"web\"\n")
             .contains("allow_units: expected a list of strings"));
+        assert_eq!(
+            error(Flags::default(), "allow_units = [\"web-[\"]\n")
+                .split(": pattern")
+                .next(),
+            Some("/etc/policy-host/host.toml: allow_units")
+        );
+        assert!(error(Flags::default().with("allow-unit", "web-["), "")
+            .starts_with("--allow-unit: pattern \"web-[\""));
     }
 
     #[test]

@@ -65,7 +65,7 @@ fn unit_name(name: &str) -> String {
 /// `PATTERN.service`. A pattern whose type could be read either way is an
 /// error that says what to write instead.
 fn pattern_glob(pattern: &str) -> anyhow::Result<Glob> {
-    let invalid = |reason: String| anyhow::anyhow!("--allow-unit {pattern:?}: {reason}");
+    let invalid = |reason: String| anyhow::anyhow!("pattern {pattern:?}: {reason}");
     // First the pattern as written, so a syntax error names what was typed
     // (and a dangling `\` cannot escape the `.service` added below).
     Glob::new(pattern).map_err(|e| invalid(e.to_string()))?;
