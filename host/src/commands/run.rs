@@ -146,15 +146,19 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
         Wait::Up(settings.lock_timeout)
     };
     let _lock = RunLock::acquire(&settings.lock_file, wait)?;
-    // Under the lock: no other run can record a version between this check and write.
-    admission::record_versions(
-        &settings.state_dir,
-        loaded
-            .iter()
-            .map(|(admitted, _)| admitted)
-            .chain(settings_file.as_ref()),
-        args.allow_rollback,
-    )?;
+    // Under the lock: no other run can record a version between this check
+    // and write. A noop run records nothing: trying a new version with
+    // --noop must not make the one in service a refused rollback.
+    if !args.noop {
+        admission::record_versions(
+            &settings.state_dir,
+            loaded
+                .iter()
+                .map(|(admitted, _)| admitted)
+                .chain(settings_file.as_ref()),
+            args.allow_rollback,
+        )?;
+    }
 
     let systemctl = std::env::var_os("PATH")
         .and_then(|path| find_in_path("systemctl", &path))
