@@ -119,8 +119,7 @@ pub fn record_versions<'a>(
             versions
                 .check(version, allow_rollback)
                 .with_context(|| format!("refusing {}", file.path.display()))?;
-            versions.accept(version);
-            changed = true;
+            changed |= versions.accept(version);
         }
     }
     if changed {

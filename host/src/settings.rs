@@ -568,10 +568,10 @@ pub fn resolve_trust(
     flags: &TrustFlags,
     file: &ConfigFile,
 ) -> anyhow::Result<Trust> {
-    Ok(Trust {
-        keys: keys.to_vec(),
-        keys_dir: Resolver::new(&flags.0, file).path("trusted-keys-dir")?,
-    })
+    Ok(Trust::new(
+        keys.to_vec(),
+        Resolver::new(&flags.0, file).path("trusted-keys-dir")?,
+    ))
 }
 
 /// Everything `host run` needs to know beyond its policies.

@@ -128,16 +128,15 @@ impl Versions {
         Ok(())
     }
 
-    /// Records `version` as accepted when it is the newest seen (a rollback
-    /// run on purpose also becomes the newest: the operator chose it).
-    pub fn accept(&mut self, version: &Version) {
-        self.record.versions.insert(
-            version.key(),
-            Seen {
-                signed_at: version.signed_at,
-                sha256: version.sha256.clone(),
-            },
-        );
+    /// Records `version` as accepted (a rollback run on purpose also becomes
+    /// the accepted one: the operator chose it). Returns whether the record
+    /// changed, so an unchanged record is not written again on every run.
+    pub fn accept(&mut self, version: &Version) -> bool {
+        let seen = Seen {
+            signed_at: version.signed_at,
+            sha256: version.sha256.clone(),
+        };
+        self.record.versions.insert(version.key(), seen.clone()) != Some(seen)
     }
 
     /// Writes the record atomically (0600), synced with its directory.
@@ -170,7 +169,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut versions = Versions::open(dir.path()).unwrap();
         versions.check(&version(200), false).unwrap();
-        versions.accept(&version(200));
+        assert!(versions.accept(&version(200)));
+        assert!(
+            !versions.accept(&version(200)),
+            "the same version again changes nothing"
+        );
         versions.save().unwrap();
 
         let versions = Versions::open(dir.path()).unwrap();

@@ -12,7 +12,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use policy_host_e2e::build::host_binary;
+use policy_host_e2e::build::{host_binary, minisign_or_skip};
 use policy_host_e2e::fake_systemctl::temp_dir;
 
 /// The password every encrypted key of these tests has, and a file holding it.
@@ -51,28 +51,8 @@ impl Drop for Scratch {
     }
 }
 
-/// The `minisign` command, or `None` (after saying so) when it is not
-/// installed. Under `CI=true` a missing `minisign` fails the test instead.
 fn minisign() -> Option<Command> {
-    let installed = Command::new("minisign")
-        .arg("-v")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if installed {
-        return Some(Command::new("minisign"));
-    }
-    let why = "the `minisign` command is not installed (apt-get install minisign)";
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{why}; CI=true, so this is a failure, not a skip"
-    );
-    // Straight to stderr: the test harness captures eprintln!.
-    let _ = writeln!(
-        std::io::stderr(),
-        "\n*** SKIPPED: {why}: key interoperability with the minisign CLI is NOT tested.\n\
-         *** (With CI=true this is a failure.)\n"
-    );
-    None
+    minisign_or_skip("key interoperability with the minisign CLI")
 }
 
 fn text(bytes: &[u8]) -> String {

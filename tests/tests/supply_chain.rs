@@ -10,26 +10,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use policy_host_e2e::build::{host_binary, policy_wasm};
+use policy_host_e2e::build::{host_binary, minisign_or_skip, policy_wasm};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{run, Run};
 use serde_json::Value;
 
-/// The minisign CLI, or a loud skip outside CI.
 fn minisign() -> Option<Command> {
-    let found = Command::new("minisign")
-        .arg("-v")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the `minisign` command is needed under CI: apt-get install minisign"
-        );
-        eprintln!("SKIPPED: the `minisign` command is missing (apt-get install minisign)");
-        return None;
-    }
-    Some(Command::new("minisign"))
+    minisign_or_skip("signed settings, name binding and rollback")
 }
 
 #[track_caller]

@@ -104,13 +104,13 @@ impl SystemdProvider {
         if result.is_err() {
             self.enabled_words.remove(name);
         }
-        self.record(
+        let call = self.record(
             Call::Guest(Operation::Status),
             Some(name),
             started,
             result.as_ref().err(),
         );
-        if let (Ok(status), Some(call)) = (&result, self.calls.last_mut()) {
+        if let Ok(status) = &result {
             call.state = Some(UnitState {
                 running: status.running,
                 enabled: status.enabled,
@@ -255,13 +255,14 @@ impl SystemdProvider {
             })
     }
 
+    /// Records one call; returns the record, for a status to add what it found.
     fn record(
         &mut self,
         operation: Call,
         service: Option<&str>,
         started: Instant,
         error: Option<&ProviderError>,
-    ) {
+    ) -> &mut CallRecord {
         tracing::debug!(
             operation = operation.verb(),
             service = service.unwrap_or(""),
@@ -283,6 +284,7 @@ impl SystemdProvider {
             state: None,
             duration: started.elapsed(),
         });
+        self.calls.last_mut().expect("just recorded")
     }
 }
 

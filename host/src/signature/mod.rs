@@ -66,14 +66,34 @@ pub enum SignatureError {
 }
 
 /// Whom to trust: the keys given one by one, else every `*.pub` file of the
-/// trusted-keys directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// trusted-keys directory. The keys are read (and their paths checked) once,
+/// at the first verification, however many files a run verifies.
+#[derive(Debug)]
 pub struct Trust {
     pub keys: Vec<PathBuf>,
     pub keys_dir: PathBuf,
+    loaded: std::cell::OnceCell<Vec<TrustedKey>>,
 }
 
 impl Trust {
+    pub fn new(keys: Vec<PathBuf>, keys_dir: PathBuf) -> Self {
+        Self {
+            keys,
+            keys_dir,
+            loaded: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The trusted keys, read on first use; an error is not kept, so a
+    /// later call reports it again.
+    fn trusted(&self) -> Result<&[TrustedKey], SignatureError> {
+        if let Some(keys) = self.loaded.get() {
+            return Ok(keys);
+        }
+        let keys = load_trusted_keys(&self.keys, &self.keys_dir)?;
+        Ok(self.loaded.get_or_init(|| keys))
+    }
+
     /// The one verification every command makes: `bytes` (read once from
     /// `file`, and the bytes that will be used) against `file`'s `.minisig`
     /// and the trusted keys, and the signature bound to `file`'s name.
@@ -104,8 +124,7 @@ impl Trust {
         // The signature first: a file without one is "unsigned", whatever
         // the state of the keys.
         let signature = read_signature(what, signature)?;
-        let keys = load_trusted_keys(&self.keys, &self.keys_dir)?;
-        let mut verified = verify_bytes(bytes, &signature, &keys)?;
+        let mut verified = verify_bytes(bytes, &signature, self.trusted()?)?;
         let claims = Claims::parse(&verified.trusted_comment);
         let signed = claims
             .file

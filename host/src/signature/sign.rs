@@ -199,29 +199,14 @@ fn open_secret_key(
     opened.map_err(|e| anyhow::anyhow!("cannot be opened: {e}"))
 }
 
-/// Standard base64 with `=` padding, as minisign writes keys. `None` for
-/// anything else.
+/// Standard base64 with `=` padding, as minisign writes keys (with the
+/// codec minisign itself uses). `None` for anything else.
 fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let text = text.as_bytes();
-    if text.is_empty() || !text.len().is_multiple_of(4) {
+    use ct_codecs::{Base64, Decoder};
+    if text.is_empty() {
         return None;
     }
-    let groups = text.len() / 4;
-    let mut out = Vec::with_capacity(groups * 3);
-    for (i, group) in text.chunks(4).enumerate() {
-        let padding = group.iter().rev().take_while(|&&c| c == b'=').count();
-        if padding > 2 || (padding > 0 && i + 1 != groups) {
-            return None;
-        }
-        let mut bits = 0u32;
-        for &c in &group[..4 - padding] {
-            bits = bits << 6 | ALPHABET.iter().position(|&a| a == c)? as u32;
-        }
-        bits <<= 6 * padding as u32;
-        out.extend_from_slice(&bits.to_be_bytes()[1..4 - padding]);
-    }
-    Some(out)
+    Base64::decode_to_vec(text, None).ok()
 }
 
 #[cfg(test)]
