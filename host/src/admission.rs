@@ -1,40 +1,86 @@
-//! What a policy or settings file must pass before anything is compiled,
-//! parsed or run: found (directories expanded), read once, its signature
-//! verified over the exact bytes that will be used and bound to its file
-//! name, and its version not older than the one already accepted here.
+//! What a policy or settings document must pass before anything is
+//! compiled, parsed or run: found (directories expanded, references pulled),
+//! read once, its signature verified over the exact bytes that will be used
+//! and bound to its file name, and its version not older than the one
+//! already accepted here. A file and a registry reference pass the same
+//! checks; only where the bytes and the signature come from differs.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 use sha2::{Digest, Sha256};
 
-use crate::report::SignatureReport;
-use crate::signature::Trust;
+use crate::oci::{self, Kind, OciRef, Pulled, Registry, Store};
+use crate::report::{SignatureReport, SourceReport};
+use crate::signature::{SignatureError, Trust, Verified};
 use crate::text::hex;
 use crate::versions::{Version, Versions};
 
-/// The policy files to run: files as given, directories expanded to their
-/// `*.wasm` files in name order.
-pub fn policy_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("reading policy directory {}", path.display()))?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
-                .collect();
-            if found.is_empty() {
-                bail!("policy directory {} holds no *.wasm policy", path.display());
-            }
-            found.sort();
-            files.extend(found);
+/// Where a policy or settings document comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    File(PathBuf),
+    Oci(OciRef),
+}
+
+impl Location {
+    /// `oci://...` is a reference; anything else a path.
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        if OciRef::is_reference(text) {
+            Ok(Location::Oci(OciRef::parse(text)?))
+        } else if text.is_empty() {
+            bail!("an empty path")
         } else {
-            files.push(path.clone());
+            Ok(Location::File(PathBuf::from(text)))
         }
     }
-    Ok(files)
+
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Location::Oci(_))
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::File(path) => write!(f, "{}", path.display()),
+            Location::Oci(reference) => write!(f, "{reference}"),
+        }
+    }
+}
+
+/// The policies to run: files as given, directories expanded to their
+/// `*.wasm` files in name order, references as they are.
+pub fn policy_locations(locations: &[Location]) -> anyhow::Result<Vec<Location>> {
+    let mut found = Vec::new();
+    for location in locations {
+        match location {
+            Location::File(path) if path.is_dir() => {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                    .with_context(|| format!("reading policy directory {}", path.display()))?
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+                    .collect();
+                if files.is_empty() {
+                    bail!("policy directory {} holds no *.wasm policy", path.display());
+                }
+                files.sort();
+                found.extend(files.into_iter().map(Location::File));
+            }
+            other => found.push(other.clone()),
+        }
+    }
+    Ok(found)
+}
+
+/// Registries, for runs that name references.
+pub struct Remote {
+    pub registry: Registry,
+    /// Where verified artifacts are kept; `None` when the cache directory
+    /// cannot be used (then every pull downloads, and an outage fails).
+    pub store: Option<Store>,
 }
 
 /// How files are admitted in one run.
@@ -45,41 +91,112 @@ pub struct Gate<'a> {
     pub allow_unsigned: bool,
     /// `--allow-rollback`: an older version runs on purpose.
     pub allow_rollback: bool,
+    /// How references are pulled; `None` when the run names none.
+    pub remote: Option<&'a Remote>,
 }
 
-/// A file read and admitted: its bytes, and what was checked of them.
+/// A document read and admitted: its bytes, and what was checked of them.
 pub struct Admitted {
-    pub path: PathBuf,
+    /// Where it came from, as given (a path or a reference).
+    pub origin: String,
+    /// Its name in reports: the file name, or the name its signature binds.
+    pub name: String,
     pub bytes: Vec<u8>,
     pub signature: SignatureReport,
     /// The signed version to record as accepted; `None` when unsigned.
     pub version: Option<Version>,
+    pub source: SourceReport,
 }
 
 impl Gate<'_> {
-    /// Reads `path` once and admits those bytes as a `what` ("policy",
-    /// "settings").
-    pub fn admit(&self, what: &'static str, path: &Path) -> anyhow::Result<Admitted> {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))?;
-        self.check(what, path, bytes)
-            .with_context(|| format!("refusing {what} {}", path.display()))
+    /// Reads or pulls `location` once and admits those bytes as a `kind`.
+    pub fn admit(&self, kind: Kind, location: &Location) -> anyhow::Result<Admitted> {
+        match location {
+            Location::File(path) => self.admit_file(kind, path),
+            Location::Oci(reference) => self.admit_reference(kind, reference),
+        }
     }
 
-    fn check(&self, what: &'static str, path: &Path, bytes: Vec<u8>) -> anyhow::Result<Admitted> {
+    fn admit_file(&self, kind: Kind, path: &Path) -> anyhow::Result<Admitted> {
+        let what = kind.what();
+        let bytes =
+            std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))?;
+        let source = SourceReport {
+            location: path.display().to_string(),
+            digest: format!("sha256:{}", hex(&Sha256::digest(&bytes))),
+            stale: false,
+            stale_reason: None,
+        };
+        let name = display_name(path);
+        self.check(what, &name, bytes, source, |bytes| {
+            self.trust.verify(what, path, bytes)
+        })
+        .with_context(|| format!("refusing {what} {}", path.display()))
+    }
+
+    fn admit_reference(&self, kind: Kind, reference: &OciRef) -> anyhow::Result<Admitted> {
+        let what = kind.what();
+        let remote = self
+            .remote
+            .with_context(|| format!("{reference}: no registry client in this run"))?;
+        let pulled = oci::pull(&remote.registry, remote.store.as_ref(), reference, kind)?;
+        if let Some(reason) = &pulled.stale {
+            tracing::warn!(
+                "{what} {reference}: the registry cannot be reached, running the last verified copy {} (stale): {reason}",
+                pulled.digest
+            );
+        }
+        let source = SourceReport {
+            location: reference.to_string(),
+            digest: pulled.digest.clone(),
+            stale: pulled.stale.is_some(),
+            stale_reason: pulled.stale.clone(),
+        };
+        let mut verified_with = None;
+        let admitted = self
+            .check(
+                what,
+                &pulled.signed_name.clone(),
+                pulled.bytes.clone(),
+                source,
+                |bytes| {
+                    let (index, verified) = verify_any(self.trust, what, &pulled, bytes)?;
+                    verified_with = Some(index);
+                    Ok(verified)
+                },
+            )
+            .with_context(|| format!("refusing {what} {reference} ({})", pulled.digest))?;
+        if let (Some(index), Some(store), None) = (verified_with, &remote.store, &pulled.stale) {
+            if let Err(e) = pulled.keep(store, &pulled.signatures[index]) {
+                tracing::warn!("{reference}: not kept for later runs: {e:#}");
+            }
+        }
+        Ok(admitted)
+    }
+
+    fn check(
+        &self,
+        what: &'static str,
+        name: &str,
+        bytes: Vec<u8>,
+        source: SourceReport,
+        verify: impl FnOnce(&[u8]) -> Result<Verified, SignatureError>,
+    ) -> anyhow::Result<Admitted> {
+        let origin = source.location.clone();
         if self.allow_unsigned {
             let signature = SignatureReport::unverified(&format!(
-                "{what} signature NOT verified (--allow-unsigned) for {}; do not use this in production",
-                display_name(path)
+                "{what} signature NOT verified (--allow-unsigned) for {name}; do not use this in production"
             ));
             return Ok(Admitted {
-                path: path.to_owned(),
+                origin,
+                name: name.to_owned(),
                 bytes,
                 signature,
                 version: None,
+                source,
             });
         }
-        let verified = self.trust.verify(what, path, &bytes)?;
+        let verified = verify(&bytes)?;
         let version = match verified.signed_at {
             Some(signed_at) => Some(Version {
                 key_id: verified.key_id.clone(),
@@ -96,12 +213,36 @@ impl Gate<'_> {
             self.versions.check(version, self.allow_rollback)?;
         }
         Ok(Admitted {
-            path: path.to_owned(),
+            origin,
+            name: name.to_owned(),
             bytes,
             signature: SignatureReport::verified(verified),
             version,
+            source,
         })
     }
+}
+
+/// Verifies `bytes` with the first of the pulled signatures that a trusted
+/// key made; when none does, the newest one's error.
+fn verify_any(
+    trust: &Trust,
+    what: &'static str,
+    pulled: &Pulled,
+    bytes: &[u8],
+) -> Result<(usize, Verified), SignatureError> {
+    let origin = |i: usize| format!("#{} of {} ({})", i + 1, pulled.reference, pulled.digest);
+    let mut last = SignatureError::NoSignatureReferrer {
+        what,
+        reference: format!("{} ({})", pulled.reference, pulled.digest),
+    };
+    for (i, signature) in pulled.signatures.iter().enumerate().rev() {
+        match trust.verify_text(&origin(i), signature, bytes, &pulled.signed_name) {
+            Ok(verified) => return Ok((i, verified)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// Records the versions of `admitted` as accepted in the record under
@@ -118,7 +259,7 @@ pub fn record_versions<'a>(
         if let Some(version) = &file.version {
             versions
                 .check(version, allow_rollback)
-                .with_context(|| format!("refusing {}", file.path.display()))?;
+                .with_context(|| format!("refusing {}", file.origin))?;
             changed |= versions.accept(version);
         }
     }
@@ -130,12 +271,8 @@ pub fn record_versions<'a>(
 
 /// The settings document as text.
 pub fn settings_text(admitted: &Admitted) -> anyhow::Result<String> {
-    String::from_utf8(admitted.bytes.clone()).with_context(|| {
-        format!(
-            "reading settings {}: not UTF-8 text",
-            admitted.path.display()
-        )
-    })
+    String::from_utf8(admitted.bytes.clone())
+        .with_context(|| format!("reading settings {}: not UTF-8 text", admitted.origin))
 }
 
 /// A policy's name in reports: its file name.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::settings::{RunFlags, TrustFlags};
+use crate::settings::{RegistryFlags, RunFlags, TrustFlags};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,6 +34,8 @@ pub enum Command {
     Keygen(KeygenArgs),
     /// Sign a policy: writes POLICY.wasm.minisig beside it.
     Sign(SignArgs),
+    /// Push a signed policy or settings document to an OCI registry, with its signature.
+    Push(PushArgs),
     /// Check a policy's signature against trusted keys (exit 0 valid, 1 invalid).
     Verify(VerifyArgs),
     /// Create a new policy crate: a policy with one service, a native test, a build command.
@@ -126,6 +128,26 @@ pub struct SignArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The file to push: a policy (*.wasm) or a settings document (*.yaml, *.yml,
+    /// *.json). Its signature FILE.minisig, when present, is pushed as its referrer.
+    pub file: PathBuf,
+
+    /// Where to: oci://REGISTRY/REPOSITORY:TAG. Hosts bind the signature to the
+    /// repository's last component: .../policies/web:1.4 takes web.wasm.
+    #[arg(value_name = "REFERENCE")]
+    pub reference: String,
+
+    #[command(flatten)]
+    pub registry: RegistryFlags,
+
+    /// The host configuration file, for the registry settings
+    /// [default: /etc/policy-host/host.toml, when it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// The policy whose POLICY.minisig to check.
     pub policy: PathBuf,
@@ -136,17 +158,18 @@ pub struct VerifyArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Policies: WebAssembly components built for wasm32-wasip2, or directories
-    /// of them (their *.wasm files in name order). Applied in the order given,
-    /// each seeing the services changed by the ones before as refreshed.
-    #[arg(required = true, value_name = "POLICY")]
-    pub policies: Vec<PathBuf>,
+    /// Policies: WebAssembly components built for wasm32-wasip2, directories of
+    /// them (their *.wasm files in name order), or oci://REGISTRY/REPOSITORY:TAG
+    /// references. Applied in the order given, each seeing the services changed by
+    /// the ones before as refreshed. None: the [[policy]] list of host.toml.
+    #[arg(value_name = "POLICY")]
+    pub policies: Vec<String>,
 
-    /// A settings document passed to the policy as text (for the manifest policy: the
-    /// manifest). It is the desired state as much as the policy is: it must be signed
-    /// (FILE.minisig) like a policy, under its own file name.
-    #[arg(long, value_name = "FILE")]
-    pub settings: Option<PathBuf>,
+    /// A settings document passed to the policies named (for the manifest policy: the
+    /// manifest), a file or an oci:// reference. It is the desired state as much as the
+    /// policy is: it must be signed like a policy, under its own file name.
+    #[arg(long, value_name = "FILE|REFERENCE")]
+    pub settings: Option<String>,
 
     /// Query only: show what would change, change nothing.
     #[arg(long)]
@@ -196,6 +219,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub run_flags: RunFlags,
+
+    #[command(flatten)]
+    pub registry: RegistryFlags,
 
     /// Fail at once when another run holds the lock.
     #[arg(long)]

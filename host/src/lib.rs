@@ -16,6 +16,7 @@ pub mod guest;
 pub mod limits;
 pub mod lock;
 pub mod logging;
+pub mod oci;
 pub mod provider;
 pub mod report;
 pub mod runtime;

@@ -11,6 +11,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::execute(args),
         Command::Keygen(args) => commands::keygen::execute(args),
         Command::Sign(args) => commands::sign::execute(args),
+        Command::Push(args) => commands::push::execute(args),
         Command::Verify(args) => commands::verify::execute(args),
         Command::NewPolicy(args) => commands::new_policy::execute(args),
         Command::Inspect(args) => commands::inspect::execute(args),

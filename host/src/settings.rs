@@ -15,6 +15,9 @@
 //! lock_timeout_secs = 600
 //! cache_dir = "/var/cache/policy-host"
 //! state_dir = "/var/lib/policy-host"
+//! registry_ca = "/etc/policy-host/registry-ca.pem"
+//! insecure_registries = ["127.0.0.1:5000"]
+//! registry_timeout_secs = 30
 //!
 //! [limits]
 //! cpu_time_secs = 10
@@ -24,6 +27,15 @@
 //! report_bytes = 1048576
 //! wall_clock_secs = 900
 //! systemctl_timeout_secs = 90
+//!
+//! # What `host run` with no policy named runs, in order.
+//! [[policy]]
+//! source = "oci://registry.example.com/policies/web:1.4"
+//! settings = "oci://registry.example.com/settings/web:prod"
+//!
+//! [[policy]]
+//! source = "/usr/lib/policy-host/manifest-policy.wasm"
+//! settings = "/etc/policy-host/manifest.yaml"
 //! ```
 
 use std::collections::BTreeMap;
@@ -64,6 +76,17 @@ pub enum Kind {
     Path,
     /// Glob patterns; the command line's add to the file's.
     Patterns,
+    /// A path that is absent unless given.
+    OptionalPath,
+    /// Registry hosts (`host[:port]`); the command line's add to the file's.
+    Hosts,
+}
+
+impl Kind {
+    /// Whether the setting is a list that is empty unless given.
+    pub fn is_list(self) -> bool {
+        matches!(self, Kind::Patterns | Kind::Hosts)
+    }
 }
 
 /// Which commands take a setting.
@@ -73,6 +96,8 @@ pub enum Scope {
     Trust,
     /// `run` only.
     Run,
+    /// `run` and `push`: how registries are reached.
+    Registry,
 }
 
 /// One option of the host.
@@ -214,6 +239,34 @@ pub const SETTINGS: &[Setting] = &[
         kind: Kind::Path,
         scope: Scope::Run,
     },
+    Setting {
+        flag: "registry-ca",
+        key: "registry_ca",
+        value_name: "FILE",
+        help: "A PEM file of certificate authorities trusted for registries, besides the system's",
+        default: None,
+        kind: Kind::OptionalPath,
+        scope: Scope::Registry,
+    },
+    Setting {
+        flag: "insecure-registry",
+        key: "insecure_registries",
+        value_name: "HOST[:PORT]",
+        help: "A registry spoken to over plain HTTP, without TLS (a test or an isolated network \
+               only); repeatable, adds to the configuration file's",
+        default: None,
+        kind: Kind::Hosts,
+        scope: Scope::Registry,
+    },
+    Setting {
+        flag: "registry-timeout",
+        key: "registry_timeout_secs",
+        value_name: "SECS",
+        help: "The longest one registry request may take, in seconds (never past the run's wall clock)",
+        default: Some("30"),
+        kind: Kind::Seconds,
+        scope: Scope::Registry,
+    },
 ];
 
 fn setting(flag: &str) -> &'static Setting {
@@ -238,6 +291,10 @@ pub struct TrustFlags(pub Flags);
 #[derive(Debug, Clone, Default)]
 pub struct RunFlags(pub Flags);
 
+/// The command-line flags of the [`Scope::Registry`] settings.
+#[derive(Debug, Clone, Default)]
+pub struct RegistryFlags(pub Flags);
+
 impl Flags {
     fn augment(cmd: clap::Command, scope: Scope) -> clap::Command {
         SETTINGS
@@ -253,8 +310,8 @@ impl Flags {
                     .value_name(s.value_name)
                     .help(help);
                 let arg = match s.kind {
-                    Kind::Patterns => arg.action(clap::ArgAction::Append),
-                    Kind::Path => arg.value_hint(clap::ValueHint::AnyPath),
+                    Kind::Patterns | Kind::Hosts => arg.action(clap::ArgAction::Append),
+                    Kind::Path | Kind::OptionalPath => arg.value_hint(clap::ValueHint::AnyPath),
                     _ => arg,
                 };
                 cmd.arg(arg)
@@ -311,6 +368,7 @@ macro_rules! clap_flags {
 
 clap_flags!(TrustFlags, Scope::Trust);
 clap_flags!(RunFlags, Scope::Run);
+clap_flags!(RegistryFlags, Scope::Registry);
 
 /// The host configuration file, read once per command.
 #[derive(Debug, Clone, Default)]
@@ -318,6 +376,19 @@ pub struct ConfigFile {
     /// `None` when the default file is absent: every value is then default.
     path: Option<PathBuf>,
     values: BTreeMap<String, toml::Value>,
+    /// The `[[policy]]` tables: what `host run` with no policy named runs.
+    pub policies: Vec<PolicyEntry>,
+}
+
+/// One `[[policy]]` of host.toml: a policy and the settings it runs with,
+/// each a file, a directory (policies only) or an `oci://` reference.
+/// Relative paths are relative to host.toml's directory.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyEntry {
+    pub source: String,
+    #[serde(default)]
+    pub settings: Option<String>,
 }
 
 impl ConfigFile {
@@ -340,8 +411,27 @@ impl ConfigFile {
 
     /// Parses `text` as the configuration file `path`.
     pub fn parse(path: &Path, text: &str) -> anyhow::Result<Self> {
-        let table: toml::Table = toml::from_str(text)
+        let mut table: toml::Table = toml::from_str(text)
             .with_context(|| format!("host configuration {}", path.display()))?;
+        let policies = match table.remove("policy") {
+            None => Vec::new(),
+            Some(value) => {
+                let entries: Vec<PolicyEntry> = value.try_into().with_context(|| {
+                    format!(
+                        "host configuration {}: `[[policy]]` takes `source` and, optionally, `settings`",
+                        path.display()
+                    )
+                })?;
+                let dir = path.parent().unwrap_or(Path::new("/"));
+                entries
+                    .into_iter()
+                    .map(|entry| PolicyEntry {
+                        source: relative_to(dir, &entry.source),
+                        settings: entry.settings.map(|s| relative_to(dir, &s)),
+                    })
+                    .collect()
+            }
+        };
         let mut values = BTreeMap::new();
         flatten("", table, &mut values);
         for key in values.keys() {
@@ -360,7 +450,23 @@ impl ConfigFile {
         Ok(Self {
             path: Some(path.to_owned()),
             values,
+            policies,
         })
+    }
+
+    /// The configuration file read, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+}
+
+/// A path in host.toml, made absolute against its directory; a reference
+/// stays as it is.
+fn relative_to(dir: &Path, location: &str) -> String {
+    if location.starts_with("oci://") || Path::new(location).is_absolute() || location.is_empty() {
+        location.to_owned()
+    } else {
+        dir.join(location).display().to_string()
     }
 }
 
@@ -529,6 +635,58 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// The path given, if any.
+    pub fn optional_path(&self, flag: &str) -> anyhow::Result<Option<PathBuf>> {
+        let s = setting(flag);
+        if let Some(value) = self.flags.values.get(s.flag).and_then(|v| v.last()) {
+            return Ok(Some(PathBuf::from(value)));
+        }
+        match (self.file.values.get(s.key), &self.file.path) {
+            (Some(value), Some(path)) => match value.as_str() {
+                Some(text) if !text.is_empty() => Ok(Some(PathBuf::from(text))),
+                _ => bail!(
+                    "{}: {}: expected a path, got {value}",
+                    path.display(),
+                    s.key
+                ),
+            },
+            _ => Ok(None),
+        }
+    }
+
+    /// Registry hosts, the file's then the command line's, each checked.
+    pub fn hosts(&self, flag: &str) -> anyhow::Result<Vec<String>> {
+        let s = setting(flag);
+        let mut hosts = Vec::new();
+        let mut given: Vec<(String, Source)> = Vec::new();
+        if let (Some(value), Some(path)) = (self.file.values.get(s.key), &self.file.path) {
+            let source = Source::File {
+                path: path.clone(),
+                key: s.key,
+            };
+            let items = value.as_array().with_context(|| {
+                format!("{source}: expected a list of host[:port], got {value}")
+            })?;
+            for item in items {
+                let text = item
+                    .as_str()
+                    .with_context(|| format!("{source}: expected a string, got {item}"))?;
+                given.push((text.to_owned(), source.clone()));
+            }
+        }
+        for text in self.flags.values.get(s.flag).into_iter().flatten() {
+            given.push((text.clone(), Source::Flag(s.flag)));
+        }
+        for (text, source) in given {
+            crate::oci::OciRef::parse(&format!("oci://{text}/x"))
+                .with_context(|| format!("{source}: {text:?} is not a registry host[:port]"))?;
+            if !hosts.contains(&text) {
+                hosts.push(text);
+            }
+        }
+        Ok(hosts)
+    }
+
     /// The file's list and then the command line's, in that order, each
     /// checked as an allowlist on its own so that a bad pattern is named
     /// with where it came from.
@@ -621,6 +779,25 @@ impl RunSettings {
     }
 }
 
+/// How `run` and `push` reach registries.
+#[derive(Debug, Clone)]
+pub struct RegistrySettings {
+    pub ca: Option<PathBuf>,
+    pub insecure: Vec<String>,
+    pub timeout: Duration,
+}
+
+impl RegistrySettings {
+    pub fn resolve(flags: &RegistryFlags, file: &ConfigFile) -> anyhow::Result<Self> {
+        let r = Resolver::new(&flags.0, file);
+        Ok(Self {
+            ca: r.optional_path("registry-ca")?,
+            insecure: r.hosts("insecure-registry")?,
+            timeout: r.seconds("registry-timeout")?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -666,7 +843,8 @@ mod tests {
                 assert_ne!(a.flag, b.flag);
                 assert_ne!(a.key, b.key);
             }
-            assert_eq!(a.default.is_none(), a.kind == Kind::Patterns, "{}", a.flag);
+            let optional = a.kind.is_list() || a.kind == Kind::OptionalPath;
+            assert_eq!(a.default.is_none(), optional, "{}", a.flag);
         }
     }
 
@@ -677,6 +855,47 @@ mod tests {
         assert_eq!(settings.limits.memory_bytes, 16 << 20);
         assert_eq!(settings.limits.cpu_time, Duration::from_millis(2500));
         assert_eq!(settings.limits.call_budget, 10_000);
+    }
+
+    #[test]
+    fn policies_are_listed_in_order_relative_to_the_file() {
+        let config = file(
+            "[[policy]]\nsource = \"oci://r.example/policies/web:1\"\nsettings = \"web.yaml\"\n\n[[policy]]\nsource = \"/usr/lib/p.wasm\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.policies,
+            [
+                PolicyEntry {
+                    source: "oci://r.example/policies/web:1".into(),
+                    settings: Some("/etc/policy-host/web.yaml".into()),
+                },
+                PolicyEntry {
+                    source: "/usr/lib/p.wasm".into(),
+                    settings: None,
+                },
+            ]
+        );
+        let err = format!("{:#}", file("[[policy]]\nsorce = \"x\"\n").unwrap_err());
+        assert!(err.contains("`[[policy]]` takes `source`"), "{err}");
+    }
+
+    #[test]
+    fn registry_settings_are_read_and_checked() {
+        let config =
+            file("insecure_registries = [\"127.0.0.1:5000\"]\nregistry_timeout_secs = 5\n")
+                .unwrap();
+        let flags = RegistryFlags(Flags::default().with("insecure-registry", "localhost:5001"));
+        let registry = RegistrySettings::resolve(&flags, &config).unwrap();
+        assert_eq!(registry.insecure, ["127.0.0.1:5000", "localhost:5001"]);
+        assert_eq!(registry.timeout, Duration::from_secs(5));
+        assert_eq!(registry.ca, None);
+        let bad = file("insecure_registries = [\"http://x/\"]\n").unwrap();
+        let err = RegistrySettings::resolve(&RegistryFlags::default(), &bad).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("insecure_registries"),
+            "{err:#}"
+        );
     }
 
     #[test]

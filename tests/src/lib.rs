@@ -6,4 +6,5 @@
 pub mod build;
 pub mod fake_systemctl;
 pub mod outcome;
+pub mod registry;
 pub mod sandbox;

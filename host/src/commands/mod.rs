@@ -5,6 +5,7 @@ pub mod inspect;
 pub mod keygen;
 pub mod new_policy;
 mod password;
+pub mod push;
 pub mod run;
 pub mod sign;
 pub mod verify;

@@ -5,14 +5,15 @@
 use std::io::Write as _;
 use std::time::{Instant, SystemTime};
 
-use anyhow::Context as _;
+use anyhow::{bail, Context as _};
 
-use crate::admission::{self, display_name, Gate};
+use crate::admission::{self, Admitted, Gate, Location, Remote};
 use crate::atomic_file;
 use crate::cli::RunArgs;
 use crate::contract::RunOptions;
 use crate::guest::GuestOutcome;
 use crate::lock::{RunLock, Wait};
+use crate::oci::{Kind, Registry, RegistryConfig, Store};
 use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{Provider, SystemdConfig, SystemdProvider};
 use crate::report::{
@@ -20,7 +21,9 @@ use crate::report::{
     Verbosity,
 };
 use crate::runtime::{CompileCache, PolicyRuntime};
-use crate::settings::{resolve_trust, ConfigFile, RunSettings};
+use crate::settings::{
+    resolve_trust, ConfigFile, RegistrySettings, RunSettings, DEFAULT_CONFIG_FILE,
+};
 use crate::text::millis;
 use crate::versions::Versions;
 
@@ -85,30 +88,113 @@ fn publish(args: &RunArgs, report: &Report) -> anyhow::Result<()> {
         .context("writing the report to stdout")
 }
 
+/// One policy to run and the settings it runs with.
+struct Job {
+    policy: Location,
+    settings: Option<Location>,
+}
+
+/// What to run: the policies named (each with `--settings`), else the
+/// `[[policy]]` list of host.toml.
+fn jobs(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<Vec<Job>> {
+    let parse =
+        |text: &str, what: &str| Location::parse(text).with_context(|| format!("{what} {text:?}"));
+    if !args.policies.is_empty() {
+        let settings = args
+            .settings
+            .as_deref()
+            .map(|s| parse(s, "--settings"))
+            .transpose()?;
+        let named = args
+            .policies
+            .iter()
+            .map(|p| parse(p, "policy"))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return Ok(admission::policy_locations(&named)?
+            .into_iter()
+            .map(|policy| Job {
+                policy,
+                settings: settings.clone(),
+            })
+            .collect());
+    }
+    if args.settings.is_some() {
+        bail!("--settings is for the policies named with it: name them (host run POLICY --settings FILE), or give each policy its settings in host.toml's [[policy]]");
+    }
+    let Some(path) = file.path() else {
+        bail!("no policy to run: name one (host run POLICY), or list them in {DEFAULT_CONFIG_FILE} as [[policy]] tables with a `source`");
+    };
+    let mut jobs = Vec::new();
+    for entry in &file.policies {
+        let what = format!("{}: [[policy]]", path.display());
+        let settings = entry
+            .settings
+            .as_deref()
+            .map(|s| parse(s, &format!("{what} settings")))
+            .transpose()?;
+        let policy = parse(&entry.source, &format!("{what} source"))?;
+        jobs.extend(
+            admission::policy_locations(&[policy])?
+                .into_iter()
+                .map(|policy| Job {
+                    policy,
+                    settings: settings.clone(),
+                }),
+        );
+    }
+    if jobs.is_empty() {
+        tracing::info!("{} lists no [[policy]]: nothing to run", path.display());
+    }
+    Ok(jobs)
+}
+
+/// The registry session, when any job names a reference.
+fn remote(
+    jobs: &[Job],
+    args: &RunArgs,
+    file: &ConfigFile,
+    settings: &RunSettings,
+    started: Instant,
+) -> anyhow::Result<Option<Remote>> {
+    let remote_jobs = jobs
+        .iter()
+        .any(|j| j.policy.is_remote() || j.settings.as_ref().is_some_and(Location::is_remote));
+    if !remote_jobs {
+        return Ok(None);
+    }
+    let registry = RegistrySettings::resolve(&args.registry, file)?;
+    let registry = Registry::new(RegistryConfig {
+        ca: registry.ca,
+        insecure: registry.insecure,
+        timeout: registry.timeout,
+        deadline: Some(started + settings.limits.wall_clock),
+    })?;
+    let store = match Store::open(&settings.cache_dir) {
+        Ok(store) => Some(store),
+        Err(e) => {
+            tracing::warn!("{e:#}; pulling without keeping verified copies (a registry outage will fail the run)");
+            None
+        }
+    };
+    Ok(Some(Remote { registry, store }))
+}
+
 /// Every policy is read, verified and compiled before any is run: a bad one
 /// stops the whole run with nothing applied.
 fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
     let file = ConfigFile::load(args.trust.config.as_deref())?;
     let settings = RunSettings::resolve(&args.run_flags, &file)?;
     let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
+    let jobs = jobs(args, &file)?;
     let versions = Versions::open(&settings.state_dir)?;
+    let remote = remote(&jobs, args, &file, &settings, started)?;
     let gate = Gate {
         trust: &trust,
         versions: &versions,
         allow_unsigned: args.allow_unsigned,
         allow_rollback: args.allow_rollback,
+        remote: remote.as_ref(),
     };
-    // The settings are the desired state as much as the code: admitted the
-    // same way, before any policy starts.
-    let settings_file = args
-        .settings
-        .as_deref()
-        .map(|path| gate.admit("settings", path))
-        .transpose()?;
-    let policy_settings = settings_file
-        .as_ref()
-        .map(admission::settings_text)
-        .transpose()?;
 
     let runtime = PolicyRuntime::new(settings.limits)?;
     let cache = if args.no_cache {
@@ -116,28 +202,47 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
     } else {
         CompileCache::open(&settings.cache_dir)
     };
+    // The settings are the desired state as much as the code: admitted the
+    // same way, before any policy starts, each once however many policies
+    // share it.
+    let mut admitted_settings: Vec<(Location, Admitted, String)> = Vec::new();
     let mut loaded = Vec::new();
-    for path in admission::policy_files(&args.policies)? {
-        let mut admitted = gate.admit("policy", &path)?;
-        if let Some(settings) = &settings_file {
-            admitted.signature.settings = Some(Box::new(settings.signature.clone()));
+    for job in &jobs {
+        let settings_index = match &job.settings {
+            None => None,
+            Some(location) => Some(
+                match admitted_settings.iter().position(|(l, _, _)| l == location) {
+                    Some(index) => index,
+                    None => {
+                        let admitted = gate.admit(Kind::Settings, location)?;
+                        let text = admission::settings_text(&admitted)?;
+                        admitted_settings.push((location.clone(), admitted, text));
+                        admitted_settings.len() - 1
+                    }
+                },
+            ),
+        };
+        let mut admitted = gate.admit(Kind::Policy, &job.policy)?;
+        if let Some(index) = settings_index {
+            admitted.signature.settings =
+                Some(Box::new(admitted_settings[index].1.signature.clone()));
         }
         if let Some(warning) = &admitted.signature.warning {
             tracing::warn!("{warning}");
         }
         if let Some(key_id) = &admitted.signature.key_id {
-            tracing::info!(policy = %path.display(), key_id = %key_id, "signature verified");
+            tracing::info!(policy = %admitted.origin, key_id = %key_id, "signature verified");
         }
         let policy = runtime
             .load(&admitted.bytes, cache.as_ref())
-            .with_context(|| format!("loading policy {}", path.display()))?;
+            .with_context(|| format!("loading policy {}", admitted.origin))?;
         tracing::info!(
-            policy = %path.display(),
+            policy = %admitted.origin,
             cache = ?policy.cache,
             ms = millis(policy.load_time),
             "policy compiled and linked"
         );
-        loaded.push((admitted, policy));
+        loaded.push((admitted, policy, settings_index));
     }
 
     let wait = if args.no_wait {
@@ -154,8 +259,8 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
             &settings.state_dir,
             loaded
                 .iter()
-                .map(|(admitted, _)| admitted)
-                .chain(settings_file.as_ref()),
+                .map(|(admitted, _, _)| admitted)
+                .chain(admitted_settings.iter().map(|(_, admitted, _)| admitted)),
             args.allow_rollback,
         )?;
     }
@@ -180,23 +285,26 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
 
     let mut refreshed = args.refresh.clone();
     let mut reports = Vec::with_capacity(loaded.len());
-    for (index, (admitted, policy)) in loaded.into_iter().enumerate() {
+    for (index, (admitted, policy, settings_index)) in loaded.into_iter().enumerate() {
         let policy_started = if index == 0 { started } else { Instant::now() };
+        let settings_doc = settings_index.map(|i| &admitted_settings[i]);
         let options = RunOptions {
             noop: args.noop,
             refreshed: refreshed.clone(),
-            settings: policy_settings.clone(),
+            settings: settings_doc.map(|(_, _, text)| text.clone()),
         };
         let run = runtime.run(&policy, options, provider)?;
         provider = run.provider;
         if let Err(failure) = &run.outcome {
-            tracing::error!(policy = %admitted.path.display(), class = failure.class, "policy failed: {}", failure.message);
+            tracing::error!(policy = %admitted.origin, class = failure.class, "policy failed: {}", failure.message);
         }
         let calls = provider.take_calls();
         let outcome =
             GuestOutcome::new(run.outcome, &calls, args.noop, settings.limits.report_bytes);
         let record = RunRecord {
-            policy: display_name(&admitted.path),
+            policy: admitted.name,
+            source: admitted.source,
+            settings_source: settings_doc.map(|(_, admitted, _)| admitted.source.clone()),
             noop: args.noop,
             signature: admitted.signature,
             compile: CompileInfo {

@@ -89,6 +89,31 @@ pub fn render_human(report: &Report, verbosity: Verbosity, style: Style) -> Stri
 
 fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: Style) {
     let quiet = verbosity == Verbosity::Quiet;
+    for (what, source) in std::iter::once(("policy", &run.source))
+        .chain(run.settings_source.as_ref().map(|s| ("settings", s)))
+    {
+        if source.stale {
+            let _ = writeln!(
+                out,
+                "{}",
+                style.yellow(&format!(
+                    "stale {what}: {} could not be pulled; ran the last verified copy {}",
+                    one_line(&source.location),
+                    one_line(&source.digest)
+                ))
+            );
+        } else if !quiet {
+            let _ = writeln!(
+                out,
+                "{}",
+                style.dim(&format!(
+                    "{what} {} ({})",
+                    one_line(&source.location),
+                    one_line(&source.digest)
+                ))
+            );
+        }
+    }
     if !quiet {
         if let Some(key_id) = &run.signature.key_id {
             let comment = one_line(run.signature.trusted_comment.as_deref().unwrap_or(""));

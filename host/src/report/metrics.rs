@@ -41,6 +41,31 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         "When the last run ended, in seconds since the Unix epoch.",
         &[("", timestamp)],
     );
+    let escape = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
+    let mut sources = Vec::new();
+    for run in report.map(Report::runs).unwrap_or_default() {
+        for (kind, source) in std::iter::once(("policy", &run.source))
+            .chain(run.settings_source.as_ref().map(|s| ("settings", s)))
+        {
+            let labels = format!(
+                "{{policy=\"{}\",kind=\"{kind}\",source=\"{}\",digest=\"{}\"}}",
+                escape(&run.policy),
+                escape(&source.location),
+                escape(&source.digest)
+            );
+            sources.push((labels, f64::from(u8::from(source.stale))));
+        }
+    }
+    let samples: Vec<(&str, f64)> = sources.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+    gauge(
+        "policy_host_source_stale",
+        "1 if the registry could not be reached and the last verified copy of this source ran, else 0; one series per policy and settings source of the last run.",
+        &samples,
+    );
     gauge(
         "policy_host_run_success",
         "1 if the last run happened and every resource converged, else 0.",

@@ -50,6 +50,20 @@ impl SignatureReport {
     }
 }
 
+/// Where a policy or settings document came from: a path or a registry
+/// reference, and the digest of what ran (the manifest digest for a
+/// reference, the SHA-256 of the bytes for a file).
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceReport {
+    pub location: String,
+    pub digest: String,
+    /// The registry could not be reached, and this is the last copy
+    /// verified for this reference.
+    pub stale: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_reason: Option<String>,
+}
+
 /// How the policy's code was obtained.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompileInfo {
@@ -78,6 +92,9 @@ pub struct Summary {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     pub policy: String,
+    pub source: SourceReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings_source: Option<SourceReport>,
     pub noop: bool,
     pub signature: SignatureReport,
     pub compile: CompileInfo,
@@ -96,6 +113,8 @@ pub struct RunReport {
 /// What one run produced, before it is summarised.
 pub struct RunRecord {
     pub policy: String,
+    pub source: SourceReport,
+    pub settings_source: Option<SourceReport>,
     pub noop: bool,
     pub signature: SignatureReport,
     pub compile: CompileInfo,
@@ -126,6 +145,8 @@ impl RunReport {
         };
         Self {
             policy: record.policy,
+            source: record.source,
+            settings_source: record.settings_source,
             noop: record.noop,
             signature: record.signature,
             compile: record.compile,

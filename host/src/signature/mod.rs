@@ -18,7 +18,7 @@ use thiserror::Error;
 pub use comment::Claims;
 pub use keys::{load_trusted_keys, KeyId, TrustedKey};
 pub use sign::{generate_key_pair, sign_policy, signature_path_for, GeneratedKeys, KeyProtection};
-pub use verify::{read_signature, verify_bytes};
+pub use verify::{parse_signature, read_signature, verify_bytes};
 
 /// The largest signature or key file read; real ones are a few hundred bytes.
 pub const MAX_SIGNATURE_FILE: u64 = 64 * 1024;
@@ -42,12 +42,17 @@ pub struct Verified {
 pub enum SignatureError {
     #[error("{what} is not signed: {} not found (sign it with `host sign` or `minisign -S`; --allow-unsigned skips the check for development)", path.display())]
     MissingSignature { what: &'static str, path: PathBuf },
+    #[error("{what} is not signed: the registry lists no signature for {reference} (sign the file with `host sign` and push it again: `host push` sends FILE.minisig with it; --allow-unsigned skips the check for development)")]
+    NoSignatureReferrer {
+        what: &'static str,
+        reference: String,
+    },
     #[error("the signature names no file: its trusted comment {comment:?} has no `file:` field, so it cannot be bound to a name (sign with `host sign` or `minisign -S`)")]
     UnnamedSignature { comment: String },
     #[error("signed as {signed:?}, not as {name:?}: a signature is valid only for the file name it was made for")]
     WrongName { signed: String, name: String },
-    #[error("signature file {} is malformed: {reason}", path.display())]
-    MalformedSignature { path: PathBuf, reason: String },
+    #[error("signature {origin} is malformed: {reason}")]
+    MalformedSignature { origin: String, reason: String },
     #[error("signature by untrusted key {key_id} (trusted keys: {trusted})")]
     UntrustedKey { key_id: String, trusted: String },
     #[error("bad signature by key {key_id}: the policy was changed after it was signed")]
@@ -124,7 +129,33 @@ impl Trust {
         // The signature first: a file without one is "unsigned", whatever
         // the state of the keys.
         let signature = read_signature(what, signature)?;
-        let mut verified = verify_bytes(bytes, &signature, self.trusted()?)?;
+        self.verify_parsed(&signature, bytes, name)
+    }
+
+    /// Like [`verify_named`](Self::verify_named), with the signature's text
+    /// given (a registry referrer's); `origin` names it in errors.
+    pub fn verify_text(
+        &self,
+        origin: &str,
+        signature: &[u8],
+        bytes: &[u8],
+        name: &str,
+    ) -> Result<Verified, SignatureError> {
+        let text =
+            std::str::from_utf8(signature).map_err(|_| SignatureError::MalformedSignature {
+                origin: origin.to_owned(),
+                reason: "not UTF-8 text".into(),
+            })?;
+        self.verify_parsed(&parse_signature(origin, text)?, bytes, name)
+    }
+
+    fn verify_parsed(
+        &self,
+        signature: &verify::SignatureFile,
+        bytes: &[u8],
+        name: &str,
+    ) -> Result<Verified, SignatureError> {
+        let mut verified = verify_bytes(bytes, signature, self.trusted()?)?;
         let claims = Claims::parse(&verified.trusted_comment);
         let signed = claims
             .file

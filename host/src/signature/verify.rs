@@ -13,6 +13,13 @@ pub struct SignatureFile {
     key_id: KeyId,
 }
 
+impl SignatureFile {
+    /// The signed comment (`file:`, `signed:`), before any key checked it.
+    pub fn trusted_comment(&self) -> &str {
+        self.signature.trusted_comment()
+    }
+}
+
 /// Reads and parses `path` (the `.minisig` beside the file); `what` names
 /// the signed file in the error when there is no signature.
 pub fn read_signature(what: &'static str, path: &Path) -> Result<SignatureFile, SignatureError> {
@@ -25,12 +32,18 @@ pub fn read_signature(what: &'static str, path: &Path) -> Result<SignatureFile, 
         }
         other => other?,
     };
+    parse_signature(&path.display().to_string(), &text)
+}
+
+/// Parses the text of a `.minisig`; `origin` names where it came from (a
+/// file, a registry reference) in the error.
+pub fn parse_signature(origin: &str, text: &str) -> Result<SignatureFile, SignatureError> {
     let malformed = |reason: String| SignatureError::MalformedSignature {
-        path: path.to_owned(),
+        origin: origin.to_owned(),
         reason,
     };
-    let signature = Signature::decode(&text).map_err(|e| malformed(e.to_string()))?;
-    let boxed = minisign::SignatureBox::from_string(&text).map_err(|e| malformed(e.to_string()))?;
+    let signature = Signature::decode(text).map_err(|e| malformed(e.to_string()))?;
+    let boxed = minisign::SignatureBox::from_string(text).map_err(|e| malformed(e.to_string()))?;
     let key_id = KeyId(
         boxed
             .keynum()

@@ -1,0 +1,131 @@
+//! `host push FILE oci://REGISTRY/REPOSITORY:TAG`: uploads a policy (as a
+//! CNCF Wasm OCI Artifact) or a settings document, then its `.minisig` as a
+//! referrer of it, and prints the digest reference that pins what was
+//! pushed.
+//!
+//! Pushing checks what it can without the hosts' keys: the file is a
+//! component (or UTF-8 text), and its signature names the file a host will
+//! expect from that repository. An unsigned or misnamed push is not refused
+//! (a host refuses it), but said.
+
+use anyhow::{bail, Context as _};
+
+use crate::cli::PushArgs;
+use crate::oci::layout::{self, Kind, IMAGE_INDEX, IMAGE_MANIFEST};
+use crate::oci::{OciRef, Registry, RegistryConfig};
+use crate::settings::{ConfigFile, RegistrySettings};
+use crate::signature::{parse_signature, signature_path_for, Claims, MAX_SIGNATURE_FILE};
+
+pub fn execute(args: &PushArgs) -> anyhow::Result<i32> {
+    let file = ConfigFile::load(args.config.as_deref())?;
+    let settings = RegistrySettings::resolve(&args.registry, &file)?;
+    let reference = OciRef::parse(&args.reference)?;
+    if reference.digest.is_some() {
+        bail!("{reference}: push to a tag (oci://REGISTRY/REPOSITORY:TAG); the digest is what push prints");
+    }
+    let file_name = args
+        .file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .with_context(|| format!("{} names no file", args.file.display()))?;
+    let kind = Kind::of_file(&file_name)?;
+    let bytes =
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let artifact = match kind {
+        Kind::Policy => layout::policy_artifact(&file_name, bytes)?,
+        Kind::Settings => layout::settings_artifact(&file_name, bytes)?,
+    };
+    let signature = read_signature(args, &file_name, &reference, kind)?;
+
+    let registry = Registry::new(RegistryConfig {
+        ca: settings.ca,
+        insecure: settings.insecure,
+        timeout: settings.timeout,
+        deadline: None,
+    })?;
+    for blob in &artifact.blobs {
+        registry.push_blob(&reference, blob)?;
+    }
+    registry.push_manifest(&reference, &artifact.manifest, IMAGE_MANIFEST)?;
+    let digest = artifact.digest();
+    let pinned = reference.pinned(&digest);
+
+    if let Some(minisig) = signature {
+        let signature = layout::signature_artifact(artifact.descriptor(), &file_name, minisig);
+        for blob in &signature.blobs {
+            registry.push_blob(&reference, blob)?;
+        }
+        let signature_digest = signature.digest();
+        registry.push_manifest(
+            &reference.pinned(&signature_digest),
+            &signature.manifest,
+            IMAGE_MANIFEST,
+        )?;
+        // A registry with the referrers API lists the signature itself;
+        // for one without, the referrers tag is kept up to date.
+        if !registry.lists_referrer(&reference, &digest, &signature_digest) {
+            let existing = registry.referrers_tag_index(&reference, &digest)?;
+            let mut descriptor = signature.descriptor();
+            descriptor.artifact_type = Some(layout::SIGNATURE_ARTIFACT.to_owned());
+            let index = layout::with_referrer(existing, descriptor);
+            registry.push_manifest(
+                &reference.tagged(&layout::referrers_tag(&digest)),
+                &index,
+                IMAGE_INDEX,
+            )?;
+        }
+        eprintln!("pushed {file_name} and its signature to {reference}");
+    }
+    println!("{pinned}");
+    Ok(0)
+}
+
+/// The file's `.minisig`, checked for what can be checked here; `None`
+/// (with a warning) when there is none.
+fn read_signature(
+    args: &PushArgs,
+    file_name: &str,
+    reference: &OciRef,
+    kind: Kind,
+) -> anyhow::Result<Option<Vec<u8>>> {
+    let path = signature_path_for(&args.file);
+    let text = match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!(
+                "warning: {} not found: pushing {file_name} unsigned; hosts will refuse it (sign it with `host sign`)",
+                path.display()
+            );
+            return Ok(None);
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        Ok(meta) if meta.len() > MAX_SIGNATURE_FILE => {
+            bail!(
+                "{} is {} bytes, not a signature",
+                path.display(),
+                meta.len()
+            )
+        }
+        Ok(_) => {
+            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?
+        }
+    };
+    let parsed = parse_signature(&path.display().to_string(), &text)?;
+    let claims = Claims::parse(parsed.trusted_comment());
+    let expected: Vec<String> = match kind {
+        Kind::Policy => vec![format!("{}.wasm", reference.name())],
+        Kind::Settings => ["yaml", "yml", "json"]
+            .iter()
+            .map(|ext| format!("{}.{ext}", reference.name()))
+            .collect(),
+    };
+    match claims.file.as_deref() {
+        Some(signed) if expected.iter().any(|e| e == signed) => {}
+        signed => eprintln!(
+            "warning: {} is signed as {:?}, but hosts pulling {reference} expect {}: they will refuse it",
+            path.display(),
+            signed.unwrap_or("(no file name)"),
+            expected.join(" or ")
+        ),
+    }
+    Ok(Some(text.into_bytes()))
+}

@@ -1,0 +1,121 @@
+//! Resolving a reference to verified-to-be bytes: fresh from the registry,
+//! from the store when the manifest is unchanged, or, when the registry
+//! cannot be reached, the last copy verified for that reference (stale).
+
+use anyhow::Context as _;
+
+use super::layout::{self, Kind};
+use super::reference::OciRef;
+use super::registry::{is_unreachable, Registry};
+use super::store::{Kept, Store};
+
+/// The most bytes of a policy component pulled.
+pub const MAX_POLICY_BYTES: u64 = 256 << 20;
+/// The most bytes of a settings document pulled.
+pub const MAX_SETTINGS_BYTES: u64 = 16 << 20;
+
+/// An artifact pulled, not yet verified.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    pub reference: OciRef,
+    pub kind: Kind,
+    /// The manifest digest the reference resolved to.
+    pub digest: String,
+    /// The file name its signature must bind.
+    pub signed_name: String,
+    pub bytes: Vec<u8>,
+    /// The `.minisig` texts found for it, in the order the registry lists
+    /// them.
+    pub signatures: Vec<Vec<u8>>,
+    /// When this is the last verified copy because the registry could not
+    /// be reached: why.
+    pub stale: Option<String>,
+}
+
+impl Pulled {
+    fn from_kept(reference: &OciRef, kind: Kind, digest: String, kept: Kept) -> Self {
+        Self {
+            reference: reference.clone(),
+            kind,
+            digest,
+            signed_name: kept.signed_name,
+            bytes: kept.bytes,
+            signatures: vec![kept.signature],
+            stale: None,
+        }
+    }
+
+    /// Keeps this artifact, now verified with `signature`, in `store`.
+    pub fn keep(&self, store: &Store, signature: &[u8]) -> anyhow::Result<()> {
+        let kept = Kept {
+            signed_name: self.signed_name.clone(),
+            bytes: self.bytes.clone(),
+            signature: signature.to_vec(),
+        };
+        store.keep(&self.reference, &self.digest, self.kind, &kept)
+    }
+}
+
+fn max_bytes(kind: Kind) -> u64 {
+    match kind {
+        Kind::Policy => MAX_POLICY_BYTES,
+        Kind::Settings => MAX_SETTINGS_BYTES,
+    }
+}
+
+/// Pulls `reference` as a `kind`.
+pub fn pull(
+    registry: &Registry,
+    store: Option<&Store>,
+    reference: &OciRef,
+    kind: Kind,
+) -> anyhow::Result<Pulled> {
+    match fresh(registry, store, reference, kind) {
+        Ok(pulled) => Ok(pulled),
+        Err(error) if is_unreachable(&error) => {
+            let kept = store.and_then(|store| {
+                let digest = store.last_verified(reference)?;
+                let kept = store.verified(&digest, kind)?;
+                Some((digest, kept))
+            });
+            let Some((digest, kept)) = kept else {
+                return Err(error.context(format!(
+                    "pulling {reference} (no verified copy of it is kept on this machine)"
+                )));
+            };
+            let mut pulled = Pulled::from_kept(reference, kind, digest, kept);
+            pulled.stale = Some(format!("{error:#}"));
+            Ok(pulled)
+        }
+        Err(error) => Err(error.context(format!("pulling {reference}"))),
+    }
+}
+
+fn fresh(
+    registry: &Registry,
+    store: Option<&Store>,
+    reference: &OciRef,
+    kind: Kind,
+) -> anyhow::Result<Pulled> {
+    let (manifest, digest) = registry.manifest(reference)?;
+    let checked = layout::check_artifact(&manifest, kind, reference.name(), max_bytes(kind))
+        .with_context(|| format!("{reference} ({digest}) is not a {} artifact", kind.what()))?;
+    // Unchanged since it was verified here: nothing more to download.
+    if let Some(kept) = store.and_then(|store| store.verified(&digest, kind)) {
+        if kept.signed_name == checked.signed_name {
+            return Ok(Pulled::from_kept(reference, kind, digest, kept));
+        }
+    }
+    let bytes = registry.blob(reference, &checked.layer, max_bytes(kind))?;
+    let referrers = registry.signature_referrers(reference, &digest)?;
+    let signatures = registry.signatures(reference, &digest, &referrers)?;
+    Ok(Pulled {
+        reference: reference.clone(),
+        kind,
+        digest,
+        signed_name: checked.signed_name,
+        bytes,
+        signatures,
+        stale: None,
+    })
+}

@@ -1,0 +1,547 @@
+//! One registry session: pulls and pushes over HTTPS (or plain HTTP for the
+//! registries the operator named insecure), each request bounded by the
+//! per-request timeout and by what is left of the run's wall clock, every
+//! read bounded in size before it is made.
+//!
+//! `oci-client` speaks the protocol: authentication (basic, and the bearer
+//! token dance), blob downloads with their digest checked, uploads. The one
+//! thing it cannot bound is a manifest or referrers read, which it buffers
+//! whole; those few requests are made here, on the same TLS stack, and stop
+//! at [`layout::MAX_MANIFEST_BYTES`].
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::OciDistributionError;
+use oci_client::secrets::RegistryAuth;
+use oci_client::RegistryOperation;
+use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION};
+use reqwest::StatusCode;
+
+use super::credentials;
+use super::layout::{self, Descriptor, IMAGE_INDEX, IMAGE_MANIFEST, MAX_MANIFEST_BYTES};
+use super::reference::OciRef;
+
+/// How to reach registries.
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    /// A PEM file of extra certificate authorities (`--registry-ca`).
+    pub ca: Option<PathBuf>,
+    /// Registries (`host[:port]`) spoken to over plain HTTP.
+    pub insecure: Vec<String>,
+    /// The longest one request may take.
+    pub timeout: Duration,
+    /// When the run must be over: no request outlives it.
+    pub deadline: Option<Instant>,
+}
+
+/// The registry could not be reached, or did not answer in time, or failed
+/// on its side (5xx): an outage, after which the last verified copy may run.
+/// Any other refusal is an answer, and is not this.
+#[derive(Debug, thiserror::Error)]
+#[error("registry {registry} cannot be reached: {reason}")]
+pub struct Unreachable {
+    pub registry: String,
+    pub reason: String,
+}
+
+/// Whether `error` (or its cause) is an outage rather than an answer.
+pub fn is_unreachable(error: &anyhow::Error) -> bool {
+    error.chain().any(|e| e.is::<Unreachable>())
+}
+
+/// One repository's authentication for one operation.
+struct Authorized {
+    repository: String,
+    operation: RegistryOperation,
+    /// The `Authorization` header to send, if any.
+    header: Option<String>,
+}
+
+/// A connection to registries, for one command.
+pub struct Registry {
+    runtime: tokio::runtime::Runtime,
+    client: oci_client::Client,
+    http: reqwest::Client,
+    config: RegistryConfig,
+    /// Repositories authenticated for, and how.
+    authorized: Mutex<Vec<Authorized>>,
+}
+
+impl Registry {
+    pub fn new(config: RegistryConfig) -> anyhow::Result<Self> {
+        // rustls on ring: no C toolchain, and the same provider everywhere.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut extra = Vec::new();
+        let mut http = reqwest::Client::builder()
+            .connect_timeout(config.timeout)
+            .read_timeout(config.timeout)
+            .user_agent(concat!("policy-host/", env!("CARGO_PKG_VERSION")));
+        if let Some(ca) = &config.ca {
+            let pem = std::fs::read(ca)
+                .with_context(|| format!("reading registry CA {}", ca.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("registry CA {}: not PEM certificates", ca.display()))?;
+            if certs.is_empty() {
+                bail!("registry CA {}: no certificate in it", ca.display());
+            }
+            http = http.tls_certs_merge(certs);
+            extra.push(oci_client::client::Certificate {
+                encoding: oci_client::client::CertificateEncoding::Pem,
+                data: pem,
+            });
+        }
+        let http = http.build().context("setting up the registry client")?;
+        let client_config = ClientConfig {
+            protocol: if config.insecure.is_empty() {
+                ClientProtocol::Https
+            } else {
+                ClientProtocol::HttpsExcept(config.insecure.clone())
+            },
+            extra_root_certificates: extra,
+            read_timeout: Some(config.timeout),
+            connect_timeout: Some(config.timeout),
+            ..ClientConfig::default()
+        };
+        let client = oci_client::Client::try_from(client_config)
+            .context("setting up the registry client")?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the registry client's runtime")?;
+        Ok(Self {
+            runtime,
+            client,
+            http,
+            config,
+            authorized: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn scheme(&self, registry: &str) -> &'static str {
+        if self.config.insecure.iter().any(|r| r == registry) {
+            "http"
+        } else {
+            "https"
+        }
+    }
+
+    /// The time one request may take now.
+    fn request_timeout(&self) -> Duration {
+        match self.config.deadline {
+            Some(deadline) => self
+                .config
+                .timeout
+                .min(deadline.saturating_duration_since(Instant::now())),
+            None => self.config.timeout,
+        }
+    }
+
+    /// Runs one request to `reference`'s registry within its timeout.
+    fn within<T>(
+        &self,
+        reference: &OciRef,
+        request: impl Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<T> {
+        let timeout = self.request_timeout();
+        self.runtime
+            .block_on(async { tokio::time::timeout(timeout, request).await })
+            .unwrap_or_else(|_| {
+                Err(Unreachable {
+                    registry: reference.registry.clone(),
+                    reason: format!("no answer within {}", humantime::format_duration(timeout)),
+                }
+                .into())
+            })
+    }
+
+    /// Authenticates for `reference`'s repository (once per command): the
+    /// credentials from the Docker configuration, exchanged for a token when
+    /// the registry asks for one. Returns the `Authorization` header value.
+    fn authorize(
+        &self,
+        reference: &OciRef,
+        operation: RegistryOperation,
+    ) -> anyhow::Result<Option<String>> {
+        let key = format!("{}/{}", reference.registry, reference.repository);
+        if let Some(known) = self
+            .authorized
+            .lock()
+            .expect("authorization cache")
+            .iter()
+            .find(|a| a.repository == key && a.operation == operation)
+        {
+            return Ok(known.header.clone());
+        }
+        let auth = credentials::for_registry(&reference.registry)?;
+        let image = reference.client_reference();
+        let token = self.within(reference, async {
+            self.client
+                .auth(&image, &auth, operation)
+                .await
+                .map_err(|e| classify(&reference.registry, e))
+        })?;
+        let header = match (token, &auth) {
+            (Some(token), _) => Some(format!("Bearer {token}")),
+            (None, RegistryAuth::Basic(user, password)) => {
+                use ct_codecs::{Base64, Encoder as _};
+                let pair = format!("{user}:{password}");
+                Some(format!(
+                    "Basic {}",
+                    Base64::encode_to_string(pair.as_bytes()).expect("base64 of a short string")
+                ))
+            }
+            _ => None,
+        };
+        self.authorized
+            .lock()
+            .expect("authorization cache")
+            .push(Authorized {
+                repository: key,
+                operation,
+                header: header.clone(),
+            });
+        Ok(header)
+    }
+
+    /// `GET /v2/<repository>/<path>` with `accept`, read to at most
+    /// [`MAX_MANIFEST_BYTES`]; `None` on 404.
+    fn get_small(
+        &self,
+        reference: &OciRef,
+        path: &str,
+        accept: &str,
+    ) -> anyhow::Result<Option<(Vec<u8>, Option<String>)>> {
+        let authorization = self.authorize(reference, RegistryOperation::Pull)?;
+        let url = format!(
+            "{}://{}/v2/{}/{path}",
+            self.scheme(&reference.registry),
+            reference.registry,
+            reference.repository
+        );
+        let registry = &reference.registry;
+        self.within(reference, async {
+            let mut request = self.http.get(&url).header(ACCEPT, accept);
+            if let Some(value) = &authorization {
+                request = request.header(AUTHORIZATION, value);
+            }
+            let mut response = request
+                .send()
+                .await
+                .map_err(|e| unreachable(registry, &e))?;
+            let status = response.status();
+            if status == StatusCode::NOT_FOUND {
+                return Ok(None);
+            }
+            check_status(registry, status)?;
+            if response
+                .content_length()
+                .is_some_and(|n| n > MAX_MANIFEST_BYTES)
+            {
+                bail!("{url}: the registry offers more than {MAX_MANIFEST_BYTES} bytes; refused");
+            }
+            let digest = response
+                .headers()
+                .get("docker-content-digest")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let mut body = Vec::new();
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|e| unreachable(registry, &e))?
+            {
+                if (body.len() + chunk.len()) as u64 > MAX_MANIFEST_BYTES {
+                    bail!("{url}: the registry sent more than {MAX_MANIFEST_BYTES} bytes; refused");
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Some((body, digest)))
+        })
+    }
+
+    /// The manifest `reference` names, and its digest (computed over the
+    /// bytes; a pinned reference must match it).
+    pub fn manifest(&self, reference: &OciRef) -> anyhow::Result<(Vec<u8>, String)> {
+        let path = format!("manifests/{}", reference.manifest_reference());
+        let (bytes, _) = self
+            .get_small(reference, &path, IMAGE_MANIFEST)?
+            .ok_or_else(|| anyhow!("{reference}: no such manifest in the registry"))?;
+        let digest = layout::sha256_digest(&bytes);
+        if let Some(pinned) = &reference.digest {
+            if *pinned != digest {
+                bail!("{reference}: the registry served a manifest whose digest is {digest}");
+            }
+        }
+        Ok((bytes, digest))
+    }
+
+    /// The blob `layer` describes, checked against its digest; refused before
+    /// any byte is read when it is bigger than `max_bytes`.
+    pub fn blob(
+        &self,
+        reference: &OciRef,
+        layer: &Descriptor,
+        max_bytes: u64,
+    ) -> anyhow::Result<Vec<u8>> {
+        if layer.size > max_bytes {
+            bail!(
+                "{reference}: the blob is {} bytes, more than the {max_bytes} allowed",
+                layer.size
+            );
+        }
+        self.authorize(reference, RegistryOperation::Pull)?;
+        let image = reference.client_reference();
+        let descriptor = oci_client::manifest::OciDescriptor {
+            media_type: layer.media_type.clone(),
+            digest: layer.digest.clone(),
+            size: i64::try_from(layer.size).unwrap_or(i64::MAX),
+            ..Default::default()
+        };
+        let bytes = self.within(reference, async {
+            let mut sink = CappedSink::new(layer.size);
+            let pulled = self.client.pull_blob(&image, &descriptor, &mut sink).await;
+            if sink.overflowed {
+                bail!(
+                    "{reference}: the registry sent more than the {} bytes of blob {}; refused",
+                    layer.size,
+                    layer.digest
+                );
+            }
+            pulled.map_err(|e| classify(&reference.registry, e))?;
+            Ok(sink.bytes)
+        })?;
+        if bytes.len() as u64 != layer.size {
+            bail!(
+                "{reference}: the blob {} is {} bytes, its manifest says {}",
+                layer.digest,
+                bytes.len(),
+                layer.size
+            );
+        }
+        Ok(bytes)
+    }
+
+    /// The signature referrers of the manifest `digest` in `reference`'s
+    /// repository: the referrers API, or its tag fallback where the registry
+    /// has no such API.
+    pub fn signature_referrers(
+        &self,
+        reference: &OciRef,
+        digest: &str,
+    ) -> anyhow::Result<Vec<Descriptor>> {
+        let query = format!(
+            "referrers/{digest}?artifactType={}",
+            layout::SIGNATURE_ARTIFACT.replace('+', "%2B")
+        );
+        if let Some((index, _)) = self.get_small(reference, &query, IMAGE_INDEX)? {
+            if let Ok(found) = layout::signature_referrers(&index) {
+                return Ok(found);
+            }
+        }
+        let tag = format!("manifests/{}", layout::referrers_tag(digest));
+        match self.get_small(reference, &tag, IMAGE_INDEX)? {
+            Some((index, _)) => layout::signature_referrers(&index),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The `.minisig` texts among `referrers` that sign `digest`; one that
+    /// is not a signature of it is skipped with a warning.
+    pub fn signatures(
+        &self,
+        reference: &OciRef,
+        digest: &str,
+        referrers: &[Descriptor],
+    ) -> anyhow::Result<Vec<Vec<u8>>> {
+        let mut found = Vec::new();
+        for referrer in referrers {
+            let pinned = reference.pinned(&referrer.digest);
+            let (manifest, _) = self.manifest(&pinned)?;
+            match layout::check_signature(&manifest, digest) {
+                Ok(layer) => {
+                    found.push(self.blob(reference, &layer, layout::MAX_SIGNATURE_BYTES)?)
+                }
+                Err(e) => tracing::warn!("{pinned}: skipped: {e:#}"),
+            }
+        }
+        Ok(found)
+    }
+
+    /// Uploads `blob` unless the repository has it.
+    pub fn push_blob(&self, reference: &OciRef, blob: &layout::Blob) -> anyhow::Result<()> {
+        self.authorize(reference, RegistryOperation::Push)?;
+        let image = reference.client_reference();
+        let digest = &blob.descriptor.digest;
+        self.within(reference, async {
+            let exists = self
+                .client
+                .blob_exists(&image, digest)
+                .await
+                .map_err(|e| classify(&reference.registry, e))?;
+            if !exists {
+                self.client
+                    .push_blob(&image, blob.bytes.clone(), digest)
+                    .await
+                    .map_err(|e| classify(&reference.registry, e))
+                    .with_context(|| format!("uploading {digest}"))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Uploads a manifest (or index) under `reference`'s tag or digest.
+    pub fn push_manifest(
+        &self,
+        reference: &OciRef,
+        body: &[u8],
+        media_type: &'static str,
+    ) -> anyhow::Result<()> {
+        self.authorize(reference, RegistryOperation::Push)?;
+        let image = reference.client_reference();
+        self.within(reference, async {
+            self.client
+                .push_manifest_raw(&image, body.to_vec(), HeaderValue::from_static(media_type))
+                .await
+                .map_err(|e| classify(&reference.registry, e))
+                .with_context(|| format!("uploading the manifest of {reference}"))?;
+            Ok(())
+        })
+    }
+
+    /// The referrers-tag index of `digest`, when there is one.
+    pub fn referrers_tag_index(
+        &self,
+        reference: &OciRef,
+        digest: &str,
+    ) -> anyhow::Result<Option<layout::Index>> {
+        let tag = format!("manifests/{}", layout::referrers_tag(digest));
+        self.get_small(reference, &tag, IMAGE_INDEX)?
+            .map(|(bytes, _)| {
+                serde_json::from_slice(&bytes)
+                    .context("the referrers tag is not an OCI image index")
+            })
+            .transpose()
+    }
+
+    /// Whether the registry serves the referrers API for `digest` (it then
+    /// lists pushed referrers itself).
+    pub fn lists_referrer(&self, reference: &OciRef, digest: &str, referrer: &str) -> bool {
+        let query = format!("referrers/{digest}");
+        matches!(
+            self.get_small(reference, &query, IMAGE_INDEX),
+            Ok(Some((index, _))) if serde_json::from_slice::<layout::Index>(&index)
+                .is_ok_and(|i| i.manifests.iter().any(|d| d.digest == referrer))
+        )
+    }
+}
+
+/// A 5xx is the registry failing (an outage); 401/403 a refusal.
+fn check_status(registry: &str, status: StatusCode) -> anyhow::Result<()> {
+    if status.is_success() {
+        return Ok(());
+    }
+    if status.is_server_error() {
+        return Err(Unreachable {
+            registry: registry.to_owned(),
+            reason: format!("it answered {status}"),
+        }
+        .into());
+    }
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        let config = credentials::docker_config_path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "the Docker configuration".into());
+        bail!(
+            "registry {registry} refused access ({status}); its credentials are read from {config}"
+        );
+    }
+    bail!("registry {registry} answered {status}")
+}
+
+fn unreachable(registry: &str, error: &reqwest::Error) -> anyhow::Error {
+    let mut reason = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        reason = format!("{reason}: {cause}");
+        source = cause.source();
+    }
+    if error.is_connect() || error.is_timeout() || error.is_request() || error.is_body() {
+        Unreachable {
+            registry: registry.to_owned(),
+            reason,
+        }
+        .into()
+    } else {
+        anyhow!("registry {registry}: {reason}")
+    }
+}
+
+/// An `oci-client` error as an outage or a refusal.
+fn classify(registry: &str, error: OciDistributionError) -> anyhow::Error {
+    match error {
+        OciDistributionError::RequestError(e) => unreachable(registry, &e),
+        OciDistributionError::ServerError { code, message, .. } if code >= 500 => Unreachable {
+            registry: registry.to_owned(),
+            reason: format!("it answered {code}: {message}"),
+        }
+        .into(),
+        OciDistributionError::IoError(e) => Unreachable {
+            registry: registry.to_owned(),
+            reason: e.to_string(),
+        }
+        .into(),
+        other => anyhow!("registry {registry}: {other}"),
+    }
+}
+
+/// Collects a blob, refusing to hold more than its manifest declared: a
+/// registry that sends more is not trusted with memory.
+struct CappedSink {
+    bytes: Vec<u8>,
+    max: u64,
+    overflowed: bool,
+}
+
+impl CappedSink {
+    fn new(max: u64) -> Self {
+        Self {
+            bytes: Vec::with_capacity(usize::try_from(max.min(1 << 20)).unwrap_or(0)),
+            max,
+            overflowed: false,
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for CappedSink {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if (this.bytes.len() + buf.len()) as u64 > this.max {
+            this.overflowed = true;
+            return Poll::Ready(Err(std::io::Error::other(format!(
+                "the registry sent more than the {} bytes declared",
+                this.max
+            ))));
+        }
+        this.bytes.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

@@ -1,0 +1,598 @@
+//! End-to-end: policies and settings travel through a real OCI registry
+//! (Debian's docker-registry, started by the test on 127.0.0.1) with the
+//! same trust rules as local files. `host push` uploads; `host run
+//! oci://...` pulls, verifies and runs; host.toml's `[[policy]]` list runs
+//! on its own. Every refusal is checked against the fake systemctl's log:
+//! nothing may have run.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use policy_host_e2e::build::{host_binary, policy_wasm, sign_file, trust_args};
+use policy_host_e2e::fake_systemctl::FakeSystemctl;
+use policy_host_e2e::outcome::{run, Run};
+use policy_host_e2e::registry::{Options, TestRegistry};
+use serde_json::Value;
+
+const START_WEB: &str = "- service:\n    - web:\n        ensure: running\n";
+const STOP_WEB: &str = "- service:\n    - web:\n        ensure: stopped\n";
+
+/// A machine of the fleet (a fake systemctl, its own state, cache and
+/// lock), and an operator's workstation directory.
+struct Machine {
+    fake: FakeSystemctl,
+    registry_args: Vec<String>,
+}
+
+impl Machine {
+    fn new(registry: &TestRegistry) -> Self {
+        let fake = FakeSystemctl::new();
+        fake.unit("web", "inactive", "disabled");
+        let registry_args = match &registry.ca {
+            Some(ca) => vec!["--registry-ca".to_owned(), ca.display().to_string()],
+            None => vec!["--insecure-registry".to_owned(), registry.addr.clone()],
+        };
+        Self {
+            fake,
+            registry_args,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.fake.root().join(name)
+    }
+
+    /// The manifest policy as `name`, signed by the test key.
+    fn policy(&self, name: &str) -> PathBuf {
+        let path = self.path(name);
+        fs::copy(policy_wasm("manifest-policy"), &path).unwrap();
+        sign_file(&path);
+        path
+    }
+
+    /// A settings document, signed unless `signed` is false.
+    fn settings(&self, name: &str, text: &str, signed: bool) -> PathBuf {
+        let path = self.path(name);
+        fs::write(&path, text).unwrap();
+        let _ = fs::remove_file(self.path(&format!("{name}.minisig")));
+        if signed {
+            sign_file(&path);
+        }
+        path
+    }
+
+    fn push(&self, file: &Path, reference: &str) -> Run {
+        let mut cmd = Command::new(host_binary());
+        cmd.arg("push")
+            .arg(file)
+            .arg(reference)
+            .args(&self.registry_args);
+        run(cmd)
+    }
+
+    /// Pushes and returns the digest reference it printed.
+    #[track_caller]
+    fn pushed(&self, file: &Path, reference: &str) -> String {
+        let r = self.push(file, reference);
+        r.assert_exit(0);
+        let printed = r.stdout.trim().to_owned();
+        assert!(printed.contains("@sha256:"), "push printed {printed:?}");
+        printed
+    }
+
+    fn host_run(&self, args: &[&str], cache: &str) -> Run {
+        let mut cmd = self.fake.host_command();
+        cmd.arg("run")
+            .args(args)
+            .args(trust_args())
+            .args(&self.registry_args)
+            .arg("--lock-file")
+            .arg(self.path("run.lock"))
+            .arg("--cache-dir")
+            .arg(self.path(cache))
+            .arg("--state-dir")
+            .arg(self.path("state"))
+            .arg("--registry-timeout")
+            .arg("5")
+            .arg("--json");
+        run(cmd)
+    }
+
+    fn run_refs(&self, policy: &str, settings: &str) -> Run {
+        self.host_run(&[policy, "--settings", settings], "cache")
+    }
+
+    #[track_caller]
+    fn assert_refused(&self, r: &Run, needle: &str) {
+        r.assert_exit(1);
+        assert_eq!(
+            self.fake.mutating_calls(),
+            Vec::<String>::new(),
+            "nothing may run"
+        );
+        assert!(
+            r.stderr.contains(needle),
+            "{needle:?} not in:\n{}",
+            r.stderr
+        );
+        let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("error:")).collect();
+        assert_eq!(lines.len(), 1, "one line says why:\n{}", r.stderr);
+    }
+}
+
+fn digest_of(pinned: &str) -> &str {
+    pinned.split_once('@').expect("a digest reference").1
+}
+
+#[test]
+fn push_then_run_follows_the_tag_and_refuses_a_rollback() {
+    let Some(registry) = TestRegistry::start(Options::default()) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let policy = m.policy("web.wasm");
+    let (policy_ref, settings_ref) = (
+        registry.reference("policies/web:1.4"),
+        registry.reference("settings/web:prod"),
+    );
+    let policy_pinned = m.pushed(&policy, &policy_ref);
+    assert!(policy_pinned.starts_with(&registry.reference("policies/web@sha256:")));
+    let old = m.settings("web.yaml", START_WEB, true);
+    let old_copy = (
+        fs::read(&old).unwrap(),
+        fs::read(m.path("web.yaml.minisig")).unwrap(),
+    );
+    let settings_pinned = m.pushed(&old, &settings_ref);
+
+    let r = m.run_refs(&policy_ref, &settings_ref);
+    r.assert_exit(0);
+    assert_eq!(m.fake.mutating_calls(), ["start --system -- web"]);
+    let json = r.json();
+    assert_eq!(json["source"]["location"], policy_ref.as_str());
+    assert_eq!(json["source"]["digest"], digest_of(&policy_pinned));
+    assert_eq!(json["source"]["stale"], false);
+    assert_eq!(
+        json["settings_source"]["digest"],
+        digest_of(&settings_pinned)
+    );
+    assert_eq!(json["signature"]["verified"], true);
+    assert_eq!(json["signature"]["settings"]["verified"], true);
+
+    // An unchanged tag costs one manifest request, and no download.
+    let manifests = registry.requests("GET /v2/policies/web/manifests/1.4");
+    let blobs = registry.requests("GET /v2/policies/web/blobs/");
+    let signatures = registry.requests("GET /v2/policies/web/manifests/sha256");
+    let r = m.run_refs(&policy_ref, &settings_ref);
+    r.assert_exit(0);
+    assert_eq!(
+        registry.requests("GET /v2/policies/web/manifests/1.4"),
+        manifests + 1
+    );
+    assert_eq!(registry.requests("GET /v2/policies/web/blobs/"), blobs);
+    assert_eq!(
+        registry.requests("GET /v2/policies/web/manifests/sha256"),
+        signatures,
+        "the signature is not fetched again"
+    );
+
+    // The tag moves to a newer signed version: the next run picks it up.
+    std::thread::sleep(Duration::from_millis(1100));
+    let new = m.settings("web.yaml", STOP_WEB, true);
+    let moved = m.pushed(&new, &settings_ref);
+    assert_ne!(moved, settings_pinned);
+    m.fake.clear_calls();
+    let r = m.run_refs(&policy_ref, &settings_ref);
+    r.assert_exit(0);
+    assert_eq!(m.fake.mutating_calls(), ["stop --system -- web"]);
+    assert_eq!(r.json()["settings_source"]["digest"], digest_of(&moved));
+
+    // The older signed version pushed to the tag again: a rollback.
+    fs::write(m.path("web.yaml"), &old_copy.0).unwrap();
+    fs::write(m.path("web.yaml.minisig"), &old_copy.1).unwrap();
+    m.pushed(&m.path("web.yaml"), &settings_ref);
+    m.fake.clear_calls();
+    let r = m.run_refs(&policy_ref, &settings_ref);
+    m.assert_refused(&r, "rollback refused");
+}
+
+#[test]
+fn unsigned_tampered_untrusted_misnamed_and_two_layer_artifacts_are_refused() {
+    let Some(registry) = TestRegistry::start(Options::default()) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let settings_ref = registry.reference("settings/web:prod");
+    m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
+
+    // Unsigned: pushed with a warning, refused by the host.
+    let unsigned = m.path("web.wasm");
+    fs::copy(policy_wasm("manifest-policy"), &unsigned).unwrap();
+    let r = m.push(&unsigned, &registry.reference("policies/unsigned/web:1"));
+    r.assert_exit(0);
+    assert!(
+        r.stderr.contains("pushing web.wasm unsigned"),
+        "{}",
+        r.stderr
+    );
+    let r = m.run_refs(
+        &registry.reference("policies/unsigned/web:1"),
+        &settings_ref,
+    );
+    m.assert_refused(&r, "policy is not signed: the registry lists no signature");
+
+    // Signed by a key the machine does not trust.
+    let other = m.path("other-key");
+    let out = Command::new(host_binary())
+        .args(["keygen", "--unencrypted", "--out"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let untrusted = m.path("untrusted/web.wasm");
+    fs::create_dir_all(untrusted.parent().unwrap()).unwrap();
+    fs::copy(policy_wasm("manifest-policy"), &untrusted).unwrap();
+    let out = Command::new(host_binary())
+        .arg("sign")
+        .arg(&untrusted)
+        .arg("--key")
+        .arg(other.join("policy-host.key"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    m.pushed(&untrusted, &registry.reference("policies/untrusted/web:1"));
+    let r = m.run_refs(
+        &registry.reference("policies/untrusted/web:1"),
+        &settings_ref,
+    );
+    m.assert_refused(&r, "signature by untrusted key");
+
+    // Signed as db.wasm, pushed where hosts expect web.wasm.
+    let db = m.policy("db.wasm");
+    let r = m.push(&db, &registry.reference("policies/web:misnamed"));
+    r.assert_exit(0);
+    assert!(r.stderr.contains("expect web.wasm"), "{}", r.stderr);
+    let r = m.run_refs(&registry.reference("policies/web:misnamed"), &settings_ref);
+    m.assert_refused(&r, "signed as \"db.wasm\", not as \"web.wasm\"");
+
+    // Tampered in the registry's storage after a good push.
+    let policy = m.policy("web.wasm");
+    let pinned = m.pushed(&policy, &registry.reference("policies/tampered/web:1"));
+    let (_, manifest) = registry.http(
+        "GET",
+        &format!("/v2/policies/tampered/web/manifests/{}", digest_of(&pinned)),
+        "application/vnd.oci.image.manifest.v1+json",
+        b"",
+    );
+    let manifest: Value = serde_json::from_slice(&manifest).unwrap();
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap();
+    let file = registry.blob_file(layer);
+    let mut bytes = fs::read(&file).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&file, bytes).unwrap();
+    let r = m.run_refs(
+        &registry.reference("policies/tampered/web:1"),
+        &settings_ref,
+    );
+    m.assert_refused(&r, "Digest");
+
+    // Two layers: not something `host push` makes, so written by hand.
+    let mut two = manifest.clone();
+    let layer = two["layers"][0].clone();
+    two["layers"] = Value::Array(vec![layer.clone(), layer]);
+    let (status, body) = registry.http(
+        "PUT",
+        "/v2/policies/tampered/web/manifests/two",
+        "application/vnd.oci.image.manifest.v1+json",
+        serde_json::to_string(&two).unwrap().as_bytes(),
+    );
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+    let r = m.run_refs(
+        &registry.reference("policies/tampered/web:two"),
+        &settings_ref,
+    );
+    m.assert_refused(&r, "the artifact has 2 layers");
+
+    // A pinned digest that the tag does not hold.
+    let wrong = format!(
+        "{}@sha256:{}",
+        registry.reference("policies/tampered/web"),
+        "0".repeat(64)
+    );
+    let r = m.run_refs(&wrong, &settings_ref);
+    m.assert_refused(&r, "no such manifest");
+}
+
+#[test]
+fn a_registry_outage_runs_the_last_verified_copy_marked_stale() {
+    let Some(mut registry) = TestRegistry::start(Options::default()) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let policy_ref = registry.reference("policies/web:1");
+    let settings_ref = registry.reference("settings/web:prod");
+    let pinned = m.pushed(&m.policy("web.wasm"), &policy_ref);
+    m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
+    m.run_refs(&policy_ref, &settings_ref).assert_exit(0);
+
+    registry.stop();
+    m.fake.unit("web", "inactive", "disabled").clear_calls();
+    let metrics = m.path("policy_host.prom");
+    let r = m.host_run(
+        &[
+            &policy_ref,
+            "--settings",
+            &settings_ref,
+            "--metrics",
+            metrics.to_str().unwrap(),
+        ],
+        "cache",
+    );
+    r.assert_exit(0);
+    assert_eq!(
+        m.fake.mutating_calls(),
+        ["start --system -- web"],
+        "the fleet still converges"
+    );
+    assert!(r.stderr.contains("stale"), "{}", r.stderr);
+    assert!(r.stderr.contains(&registry.addr), "{}", r.stderr);
+    let json = r.json();
+    assert_eq!(json["source"]["stale"], true);
+    assert_eq!(json["source"]["digest"], digest_of(&pinned));
+    assert_eq!(json["settings_source"]["stale"], true);
+    let metrics = fs::read_to_string(metrics).unwrap();
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("policy_host_source_stale{") && l.contains("kind=\"policy\""))
+        .unwrap_or_else(|| panic!("no stale metric:\n{metrics}"));
+    assert!(line.contains(&format!("source=\"{policy_ref}\"")), "{line}");
+    assert!(line.contains(digest_of(&pinned)), "{line}");
+    assert!(line.ends_with(" 1"), "{line}");
+
+    // With no verified copy on this machine, the registry's error.
+    m.fake.clear_calls();
+    let r = m.host_run(&[&policy_ref, "--settings", &settings_ref], "empty-cache");
+    m.assert_refused(&r, &format!("registry {} cannot be reached", registry.addr));
+    assert!(r.stderr.contains("no verified copy"), "{}", r.stderr);
+}
+
+#[test]
+fn tls_with_a_private_ca_and_htpasswd_login() {
+    let options = Options {
+        tls: true,
+        login: Some(("ops".into(), "fleet-secret".into())),
+    };
+    let Some(registry) = TestRegistry::start(options) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let policy_ref = registry.reference("policies/web:1");
+    let settings_ref = registry.reference("settings/web:1");
+    let policy = m.policy("web.wasm");
+
+    // No login: the registry's refusal, named.
+    let r = m.push(&policy, &policy_ref);
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr.contains("refused access") || r.stderr.contains("401"),
+        "{}",
+        r.stderr
+    );
+
+    let docker = registry.docker_config();
+    let push = |file: &Path, reference: &str| {
+        let mut cmd = Command::new(host_binary());
+        cmd.env("DOCKER_CONFIG", &docker)
+            .arg("push")
+            .arg(file)
+            .arg(reference)
+            .args(&m.registry_args);
+        let r = run(cmd);
+        r.assert_exit(0);
+    };
+    push(&policy, &policy_ref);
+    push(&m.settings("web.yaml", START_WEB, true), &settings_ref);
+
+    let mut cmd = m.fake.host_command();
+    cmd.env("DOCKER_CONFIG", &docker)
+        .arg("run")
+        .arg(&policy_ref)
+        .arg("--settings")
+        .arg(&settings_ref)
+        .args(trust_args())
+        .args(&m.registry_args)
+        .arg("--lock-file")
+        .arg(m.path("run.lock"))
+        .arg("--cache-dir")
+        .arg(m.path("cache"))
+        .arg("--state-dir")
+        .arg(m.path("state"));
+    run(cmd).assert_exit(0);
+    assert_eq!(m.fake.mutating_calls(), ["start --system -- web"]);
+
+    // Without the private CA the certificate is not trusted.
+    m.fake.unit("web", "inactive", "disabled").clear_calls();
+    let mut cmd = m.fake.host_command();
+    cmd.env("DOCKER_CONFIG", &docker)
+        .arg("run")
+        .arg(&policy_ref)
+        .arg("--settings")
+        .arg(&settings_ref)
+        .args(trust_args())
+        .arg("--lock-file")
+        .arg(m.path("run.lock"))
+        .arg("--cache-dir")
+        .arg(m.path("other-cache"))
+        .arg("--state-dir")
+        .arg(m.path("state"));
+    let r = run(cmd);
+    r.assert_exit(1);
+    assert_eq!(m.fake.mutating_calls(), Vec::<String>::new());
+    assert!(
+        r.stderr.to_lowercase().contains("certificate"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn host_toml_lists_the_policies_a_bare_run_runs() {
+    let Some(registry) = TestRegistry::start(Options::default()) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let policy_ref = registry.reference("policies/web:1");
+    let settings_ref = registry.reference("settings/web:prod");
+    m.pushed(&m.policy("web.wasm"), &policy_ref);
+    m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
+    let config = m.path("host.toml");
+    fs::write(
+        &config,
+        format!(
+            "insecure_registries = [\"{}\"]\n\n[[policy]]\nsource = \"{policy_ref}\"\nsettings = \"{settings_ref}\"\n",
+            registry.addr
+        ),
+    )
+    .unwrap();
+    let mut cmd = m.fake.host_command();
+    cmd.arg("run")
+        .arg("--config")
+        .arg(&config)
+        .args(trust_args())
+        .arg("--lock-file")
+        .arg(m.path("run.lock"))
+        .arg("--cache-dir")
+        .arg(m.path("cache"))
+        .arg("--state-dir")
+        .arg(m.path("state"))
+        .arg("--json");
+    let r = run(cmd);
+    r.assert_exit(0);
+    assert_eq!(m.fake.mutating_calls(), ["start --system -- web"]);
+    assert_eq!(r.json()["source"]["location"], policy_ref.as_str());
+
+    // Listing nothing is a run that does nothing, successfully.
+    fs::write(&config, "# no policies yet\n").unwrap();
+    m.fake.clear_calls();
+    let mut cmd = m.fake.host_command();
+    cmd.arg("run")
+        .arg("--config")
+        .arg(&config)
+        .args(trust_args())
+        .arg("--lock-file")
+        .arg(m.path("run.lock"))
+        .arg("--state-dir")
+        .arg(m.path("state"));
+    run(cmd).assert_exit(0);
+    assert_eq!(m.fake.calls(), Vec::<String>::new());
+}
+
+#[test]
+fn the_pushed_artifact_follows_the_cncf_wasm_layout() {
+    let Some(registry) = TestRegistry::start(Options::default()) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let policy = m.policy("web.wasm");
+    let pinned = m.pushed(&policy, &registry.reference("policies/web:1"));
+    let digest = digest_of(&pinned);
+    let get = |path: &str, accept: &str| {
+        let (status, body) = registry.http("GET", path, accept, b"");
+        assert_eq!(
+            status,
+            200,
+            "GET {path}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        body
+    };
+    let manifest_bytes = get(
+        &format!("/v2/policies/web/manifests/{digest}"),
+        "application/vnd.oci.image.manifest.v1+json",
+    );
+    let manifest: Value = serde_json::from_slice(&manifest_bytes).unwrap();
+    assert_eq!(manifest["schemaVersion"], 2);
+    assert_eq!(
+        manifest["mediaType"],
+        "application/vnd.oci.image.manifest.v1+json"
+    );
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.wasm.config.v0+json"
+    );
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1);
+    assert_eq!(layers[0]["mediaType"], "application/wasm");
+    let wasm = fs::read(&policy).unwrap();
+    assert_eq!(layers[0]["size"], wasm.len());
+    let wasm_digest = layers[0]["digest"].as_str().unwrap();
+    assert_eq!(
+        get(&format!("/v2/policies/web/blobs/{wasm_digest}"), "*/*"),
+        wasm
+    );
+    assert_eq!(
+        layers[0]["annotations"]["org.opencontainers.image.title"],
+        "web.wasm"
+    );
+
+    let config_digest = manifest["config"]["digest"].as_str().unwrap();
+    let config: Value = serde_json::from_slice(&get(
+        &format!("/v2/policies/web/blobs/{config_digest}"),
+        "*/*",
+    ))
+    .unwrap();
+    assert_eq!(config["architecture"], "wasm");
+    assert_eq!(config["os"], "wasip2");
+    assert_eq!(config["layerDigests"], serde_json::json!([wasm_digest]));
+    assert!(
+        config["created"].as_str().is_some_and(|c| c.ends_with('Z')),
+        "{config}"
+    );
+    let names = |key: &str| -> Vec<String> {
+        config["component"][key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(
+        names("imports").contains(&"policy-host:policy/service-provider@0.2.0".to_owned()),
+        "{config}"
+    );
+    assert!(names("exports").contains(&"run".to_owned()), "{config}");
+
+    // The signature: a referrer of the manifest, listed under the
+    // referrers tag (distribution 2.8 has no referrers API).
+    let index: Value = serde_json::from_slice(&get(
+        &format!("/v2/policies/web/manifests/{}", digest.replace(':', "-")),
+        "application/vnd.oci.image.index.v1+json",
+    ))
+    .unwrap();
+    assert_eq!(
+        index["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+    let referrer = &index["manifests"][0];
+    assert_eq!(
+        referrer["artifactType"],
+        "application/vnd.policy-host.signature.v1+minisign"
+    );
+    let signature: Value = serde_json::from_slice(&get(
+        &format!(
+            "/v2/policies/web/manifests/{}",
+            referrer["digest"].as_str().unwrap()
+        ),
+        "application/vnd.oci.image.manifest.v1+json",
+    ))
+    .unwrap();
+    assert_eq!(signature["subject"]["digest"], digest);
+    assert_eq!(signature["subject"]["size"], manifest_bytes.len());
+    let minisig_digest = signature["layers"][0]["digest"].as_str().unwrap();
+    assert_eq!(
+        get(&format!("/v2/policies/web/blobs/{minisig_digest}"), "*/*"),
+        fs::read(m.path("web.wasm.minisig")).unwrap()
+    );
+}
