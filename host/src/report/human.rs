@@ -102,7 +102,9 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
                     one_line(&source.digest)
                 ))
             );
-        } else if !quiet {
+        } else if !quiet && source.location.starts_with("oci://") {
+            // A file's name and digest are in the signature line already; a
+            // reference's digest says which version the tag meant.
             let _ = writeln!(
                 out,
                 "{}",
