@@ -34,6 +34,8 @@ pub enum Command {
     Keygen(KeygenArgs),
     /// Sign a policy: writes POLICY.wasm.minisig beside it.
     Sign(SignArgs),
+    /// Show units as the host reads them (is-active and is-enabled words), over D-Bus or systemctl.
+    Status(StatusArgs),
     /// Push a signed policy or settings document to an OCI registry, with its signature.
     Push(PushArgs),
     /// Check a policy's signature against trusted keys (exit 0 valid, 1 invalid).
@@ -125,6 +127,24 @@ pub struct SignArgs {
     /// Read the secret key's password from the first line of FILE.
     #[arg(long, value_name = "FILE")]
     pub password_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Units, as a policy names them (web, web.service, db.socket).
+    #[arg(required = true, value_name = "NAME")]
+    pub names: Vec<String>,
+
+    /// Print one JSON document.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub run_flags: RunFlags,
+
+    /// The host configuration file [default: /etc/policy-host/host.toml, when it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@
 //! registry_ca = "/etc/policy-host/registry-ca.pem"
 //! insecure_registries = ["127.0.0.1:5000"]
 //! registry_timeout_secs = 30
+//! provider = "auto"
 //!
 //! [limits]
 //! cpu_time_secs = 10
@@ -80,6 +81,8 @@ pub enum Kind {
     OptionalPath,
     /// Registry hosts (`host[:port]`); the command line's add to the file's.
     Hosts,
+    /// One of a few words.
+    Choice(&'static [&'static str]),
 }
 
 impl Kind {
@@ -237,6 +240,17 @@ pub const SETTINGS: &[Setting] = &[
             "Where compiled policies are cached (root-only; unsafe entries are ignored and rebuilt)",
         default: Some("/var/cache/policy-host"),
         kind: Kind::Path,
+        scope: Scope::Run,
+    },
+    Setting {
+        flag: "provider",
+        key: "provider",
+        value_name: "auto|systemctl",
+        help: "How status is read: auto (over D-Bus when the system bus and systemd on it \
+               answer, else with systemctl) or systemctl (always `systemctl is-active` and \
+               `is-enabled`); changes are always made with systemctl",
+        default: Some("auto"),
+        kind: Kind::Choice(&["auto", "systemctl"]),
         scope: Scope::Run,
     },
     Setting {
@@ -654,6 +668,22 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// One of the words the setting allows.
+    pub fn choice(&self, flag: &str) -> anyhow::Result<&'static str> {
+        let Kind::Choice(words) = setting(flag).kind else {
+            panic!("--{flag} is not a choice");
+        };
+        let (raw, source) = self.raw(flag);
+        match raw.text().and_then(|t| words.iter().find(|w| **w == t)) {
+            Some(word) => Ok(word),
+            None => bail!(
+                "{source}: expected one of {}, got {}",
+                words.join(", "),
+                raw.describe()
+            ),
+        }
+    }
+
     /// Registry hosts, the file's then the command line's, each checked.
     pub fn hosts(&self, flag: &str) -> anyhow::Result<Vec<String>> {
         let s = setting(flag);
@@ -737,6 +767,8 @@ pub fn resolve_trust(
 pub struct RunSettings {
     pub limits: Limits,
     pub systemctl_timeout: Duration,
+    /// `provider`: `auto` or `systemctl`.
+    pub status_via: crate::provider::StatusVia,
     pub allow: Option<UnitAllowlist>,
     pub lock_file: PathBuf,
     pub lock_timeout: Duration,
@@ -764,6 +796,10 @@ impl RunSettings {
         Ok(Self {
             limits,
             systemctl_timeout: r.seconds("systemctl-timeout")?,
+            status_via: match r.choice("provider")? {
+                "systemctl" => crate::provider::StatusVia::Systemctl,
+                _ => crate::provider::StatusVia::Auto,
+            },
             allow,
             lock_file: r.path("lock-file")?,
             lock_timeout: r.seconds("lock-timeout")?,

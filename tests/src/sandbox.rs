@@ -240,6 +240,26 @@ impl Sandbox {
         self.systemctl_ok(&["daemon-reload"]);
     }
 
+    /// Starts the system bus (dbus-daemon, `dbus.service`) and waits until
+    /// systemd is on it, so that the host reads status over D-Bus. At boot
+    /// only its socket listens; the first client would start it anyway.
+    pub fn start_system_bus(&self) {
+        self.systemctl_ok(&["start", "dbus.socket", "dbus.service"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let probe = self.exec(&["busctl", "--system", "status", "org.freedesktop.systemd1"]);
+            if probe.status.success() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "systemd is not on the sandbox's system bus after 20 s: {}",
+                String::from_utf8_lossy(&probe.stderr).trim()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The unit's `systemctl is-active` word: `active`, `inactive`, `failed`...
     pub fn is_active(&self, unit: &str) -> String {
         self.word(&["is-active", "--", unit])

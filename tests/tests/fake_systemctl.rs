@@ -112,9 +112,14 @@ fn converges_the_example_policy_in_order() {
         ("metrics-agent", &["start"]),
     ] {
         expected.extend(status_calls(name));
-        expected.extend(changes.iter().map(|c| format!("{c} --system -- {name}")));
+        expected.extend(changes.iter().map(|c| match *c {
+            "enable" | "disable" => format!("{c} --no-reload --system -- {name}"),
+            _ => format!("{c} --system -- {name}"),
+        }));
         expected.extend(status_calls(name));
     }
+    // The links changed: one reload at the end, for all of them.
+    expected.push("daemon-reload".to_string());
     assert_eq!(fake.calls(), expected);
 
     assert_eq!(
@@ -237,11 +242,13 @@ fn detailed_exitcodes_distinguish_changes_and_failures() {
     assert_shapes(&fake);
 }
 
-/// docs/service-type.md, daemon-reload: one reload per run, before the first
-/// call, however many operations follow. (How `is-active`/`is-enabled` words
-/// are read is tested in host/src/provider/parse.rs.)
+/// docs/service-type.md, daemon-reload: one reload before the first call,
+/// and one after the run's last enablement change (enable and disable run
+/// with `--no-reload`), however many operations follow. (How
+/// `is-active`/`is-enabled` words are read is tested in
+/// host/src/provider/parse.rs.)
 #[test]
-fn exactly_one_daemon_reload_per_run() {
+fn one_daemon_reload_before_and_one_after_the_enablement_changes() {
     let fake = FakeSystemctl::new();
     let mut yaml = String::from("- service:\n");
     for i in 0..4 {
@@ -254,12 +261,22 @@ fn exactly_one_daemon_reload_per_run() {
     let r = manifest(&fake, &yaml, &[]);
     r.assert_exit(0);
     assert_shapes(&fake);
-    assert_eq!(fake.daemon_reloads(), 1, "{:#?}", fake.calls());
+    assert_eq!(fake.daemon_reloads(), 2, "{:#?}", fake.calls());
     assert_eq!(fake.calls()[0], "daemon-reload");
+    assert_eq!(fake.calls().last().unwrap(), "daemon-reload");
+    let enables: Vec<String> = fake
+        .mutating_calls()
+        .into_iter()
+        .filter(|c| c.starts_with("enable"))
+        .collect();
+    assert_eq!(enables.len(), 4, "{:#?}", fake.calls());
+    assert!(enables
+        .iter()
+        .all(|c| c.starts_with("enable --no-reload --system -- ")));
     assert_eq!(fake.mutating_calls().len(), 8, "{:#?}", fake.calls());
     assert_eq!(r.json()["summary"]["changed"], 4);
 
-    // The next run reloads once again (once per run, not once ever).
+    // The next run changes nothing: only the reload before the first call.
     fake.clear_calls();
     manifest(&fake, &yaml, &[]).assert_exit(0);
     assert_eq!(fake.daemon_reloads(), 1);
@@ -802,7 +819,8 @@ fn non_executable_systemctl_earlier_on_path_is_skipped() {
     let _ = fs::remove_dir_all(&decoys);
     let _ = fs::remove_dir_all(&dir_decoys);
     r.assert_exit(0);
-    assert_eq!(fake.daemon_reloads(), 1);
+    // Before the first call, and after the enablement changes.
+    assert_eq!(fake.daemon_reloads(), 2);
 }
 
 #[test]

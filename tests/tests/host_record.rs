@@ -58,7 +58,10 @@ fn changes_a_policy_leaves_out_of_its_report_are_reported_and_fail_the_run() {
     );
     assert_eq!(
         fake.mutating_calls(),
-        ["stop --system -- sshd", "disable --system -- sshd"]
+        [
+            "stop --system -- sshd",
+            "disable --no-reload --system -- sshd"
+        ]
     );
     // Changes and a failure: 2 | 4.
     r.assert_exit(6);

@@ -90,7 +90,12 @@ fn a_directory_of_policies_runs_in_name_order_and_later_ones_see_earlier_changes
         serde_json::json!(["restarted"]),
         "web subscribes to service#httpd, which the first policy started"
     );
-    assert_eq!(fake.daemon_reloads(), 1, "one reload for the whole run");
+    assert_eq!(
+        fake.daemon_reloads(),
+        2,
+        "one reload before the first call and one after the last enablement change, for both policies"
+    );
+    assert_eq!(fake.calls().last().unwrap(), "daemon-reload");
 }
 
 #[test]

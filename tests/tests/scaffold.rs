@@ -460,7 +460,10 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
     assert_success("host run", &out);
     assert_eq!(
         fake.mutating_calls(),
-        ["start --system -- my-app", "enable --system -- my-app"]
+        [
+            "start --system -- my-app",
+            "enable --no-reload --system -- my-app"
+        ]
     );
     assert_eq!(
         fake.state("my-app").unwrap(),

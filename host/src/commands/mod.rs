@@ -8,4 +8,5 @@ mod password;
 pub mod push;
 pub mod run;
 pub mod sign;
+pub mod status;
 pub mod verify;

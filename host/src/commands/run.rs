@@ -274,17 +274,14 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
             timeout: settings.systemctl_timeout,
             noop: args.noop,
             allow: settings.allow,
+            status_via: settings.status_via,
         },
         Box::new(ProcessRunner),
     ));
-    let provider_info = ProviderInfo {
-        name: provider.name(),
-        available: provider.unavailable_reason().is_none(),
-        detail: provider.unavailable_reason().map(str::to_owned),
-    };
 
     let mut refreshed = args.refresh.clone();
     let mut reports = Vec::with_capacity(loaded.len());
+    let last = loaded.len().saturating_sub(1);
     for (index, (admitted, policy, settings_index)) in loaded.into_iter().enumerate() {
         let policy_started = if index == 0 { started } else { Instant::now() };
         let settings_doc = settings_index.map(|i| &admitted_settings[i]);
@@ -298,7 +295,22 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
         if let Err(failure) = &run.outcome {
             tracing::error!(policy = %admitted.origin, class = failure.class, "policy failed: {}", failure.message);
         }
+        // The run's one reload after enablement changes follows the last
+        // policy, and is reported with it.
+        let finished = if index == last {
+            provider.finish()
+        } else {
+            Ok(())
+        };
         let calls = provider.take_calls();
+        let (status_reader, status_note) = provider.status_reader();
+        let provider_info = ProviderInfo {
+            name: provider.name(),
+            available: provider.unavailable_reason().is_none(),
+            detail: provider.unavailable_reason().map(str::to_owned),
+            status_reader,
+            status_note: status_note.map(str::to_owned),
+        };
         let outcome =
             GuestOutcome::new(run.outcome, &calls, args.noop, settings.limits.report_bytes);
         let record = RunRecord {
@@ -311,13 +323,20 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
                 cache: policy.cache,
                 duration_ms: millis(policy.load_time),
             },
-            provider: provider_info.clone(),
+            provider: provider_info,
             outcome,
             calls,
             log: run.log,
             duration: policy_started.elapsed(),
         };
-        let report = RunReport::new(record);
+        let mut report = RunReport::new(record);
+        if let Err(e) = finished {
+            report.errors.push(format!(
+                "daemon-reload after the enablement changes failed: {}",
+                e.message()
+            ));
+            report.summary.success = false;
+        }
         // What this policy changed counts as changed for the policies after it.
         refreshed.extend(
             report

@@ -3,9 +3,11 @@
 //! holds no desired-state logic (that is the guest's).
 
 pub mod allow;
+pub mod dbus;
 pub mod parse;
 pub mod runner;
 pub mod systemd;
+pub mod unit_name;
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +15,7 @@ use serde::{Serialize, Serializer};
 
 use crate::contract::{Operation, ProviderError, ServiceStatus};
 pub use allow::UnitAllowlist;
-pub use systemd::{SystemdConfig, SystemdProvider};
+pub use systemd::{StatusVia, SystemdConfig, SystemdProvider};
 
 /// What the runtime needs of a provider: the guest's operations, the run's
 /// deadline and the record of what was executed. A trait, so that the
@@ -31,6 +33,16 @@ pub trait Provider: Send {
     /// The calls recorded so far, leaving none: several policies share one
     /// provider (and its one reload), each report gets its own calls.
     fn take_calls(&mut self) -> Vec<CallRecord>;
+    /// How status is read (`dbus` or `systemctl`), and why not over D-Bus
+    /// when it is not.
+    fn status_reader(&self) -> (&'static str, Option<&str>) {
+        ("systemctl", None)
+    }
+    /// Ends the run: whatever must follow the last operation (the one
+    /// daemon-reload after enablement changes).
+    fn finish(&mut self) -> Result<(), ProviderError> {
+        Ok(())
+    }
 }
 
 /// What the host executed: an operation a guest asked for, or the run's own

@@ -11,8 +11,10 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::dbus::{DbusError, DbusStatus};
 use super::parse::{command_failed, read_is_active, read_is_enabled, Word};
-use super::runner::{CommandRunner, RunError};
+use super::runner::{CommandOutput, CommandRunner, RunError};
+use super::unit_name::mangle;
 use super::{Call, CallRecord, Provider, UnitState};
 use crate::contract::{Operation, ProviderError, ServiceStatus};
 use crate::service_name::{quote, CheckedName};
@@ -32,6 +34,18 @@ pub struct SystemdConfig {
     pub noop: bool,
     /// When set, operations on units it does not allow are refused.
     pub allow: Option<super::UnitAllowlist>,
+    /// How status is read.
+    pub status_via: StatusVia,
+}
+
+/// How `status` reads a unit's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusVia {
+    /// Over D-Bus when the system bus and systemd on it answer; otherwise
+    /// with `systemctl is-active` and `is-enabled`.
+    Auto,
+    /// Always with `systemctl` (`provider = "systemctl"`).
+    Systemctl,
 }
 
 /// Whether the run's single daemon-reload has happened.
@@ -56,10 +70,32 @@ pub struct SystemdProvider {
     /// this run, by the name it was asked with: `disable` of a unit last
     /// found `enabled-runtime` also removes the runtime enablement.
     enabled_words: HashMap<String, &'static str>,
+    /// Status over D-Bus, while it works.
+    dbus: Option<DbusStatus>,
+    /// Why status is read with systemctl, when it is.
+    status_note: Option<String>,
+    /// An enable or disable ran (with `--no-reload`): the run ends with one
+    /// daemon-reload, so systemd sees the new links.
+    enablement_changed: bool,
 }
+
+/// Where a SysV init script for a service would be (systemctl's
+/// `SYSTEM_SYSVINIT_PATH`).
+const SYSV_INIT_DIR: &str = "/etc/init.d";
 
 impl SystemdProvider {
     pub fn new(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Self {
+        let (dbus, status_note) = match (config.status_via, &config.systemctl) {
+            (StatusVia::Systemctl, _) => (None, Some("provider = \"systemctl\"".to_owned())),
+            (StatusVia::Auto, Err(_)) => (None, None),
+            (StatusVia::Auto, Ok(_)) => match DbusStatus::connect(config.timeout) {
+                Ok(dbus) => (Some(dbus), None),
+                Err(why) => (None, Some(why)),
+            },
+        };
+        if let Some(why) = &status_note {
+            tracing::info!("status is read with systemctl: {why}");
+        }
         Self {
             config,
             runner,
@@ -67,6 +103,9 @@ impl SystemdProvider {
             calls: Vec::new(),
             deadline: None,
             enabled_words: HashMap::new(),
+            dbus,
+            status_note,
+            enablement_changed: false,
         }
     }
 
@@ -88,7 +127,7 @@ impl SystemdProvider {
         let checked = self.checked(name);
         let started = Instant::now();
         let result = checked.and_then(|service| {
-            let active = self.systemctl(&["is-active", "--system", "--", service.as_str()])?;
+            let active = self.is_active_output(&service)?;
             let active = read_is_active(&active)?;
             let enabled = self.is_enabled(&service)?;
             self.enabled_words.insert(service.to_string(), enabled.word);
@@ -136,7 +175,21 @@ impl SystemdProvider {
                     "{operation} {service} refused: this is a noop run"
                 )));
             }
-            self.run_mutation(&[operation.verb(), "--system", "--", service.as_str()])?;
+            let enablement = matches!(operation, Operation::Enable | Operation::Disable);
+            if enablement {
+                // The links change now; systemd reloads once, at the end of
+                // the run, instead of once per enable or disable.
+                self.run_mutation(&[
+                    operation.verb(),
+                    "--no-reload",
+                    "--system",
+                    "--",
+                    service.as_str(),
+                ])?;
+                self.enablement_changed = true;
+            } else {
+                self.run_mutation(&[operation.verb(), "--system", "--", service.as_str()])?;
+            }
             let runtime = self.enabled_words.get(service.as_str()) == Some(&"enabled-runtime");
             if operation == Operation::Disable && runtime {
                 // Only a word the table knows counts; anything else (the
@@ -146,6 +199,7 @@ impl SystemdProvider {
                     self.run_mutation(&[
                         "disable",
                         "--runtime",
+                        "--no-reload",
                         "--system",
                         "--",
                         service.as_str(),
@@ -173,10 +227,109 @@ impl SystemdProvider {
         }
     }
 
-    /// `systemctl is-enabled --system -- NAME`, read.
-    fn is_enabled(&self, service: &CheckedName) -> Result<Word, ProviderError> {
-        let output = self.systemctl(&["is-enabled", "--system", "--", service.as_str()])?;
+    /// `systemctl is-enabled --system -- NAME`, or its answer over D-Bus, read.
+    fn is_enabled(&mut self, service: &CheckedName) -> Result<Word, ProviderError> {
+        let output = self.is_enabled_output(service)?;
         read_is_enabled(service.as_str(), &output)
+    }
+
+    /// What `systemctl is-active --system -- NAME` prints, asked over D-Bus
+    /// when it can be.
+    fn is_active_output(&mut self, service: &CheckedName) -> Result<CommandOutput, ProviderError> {
+        if let Some(unit) = self.dbus.as_ref().and_then(|_| mangle(service.as_str())) {
+            // `None`: the bus failed, and systemctl answers instead.
+            if let Some(output) = self.over_dbus(|dbus, timeout| dbus.is_active(&unit, timeout))? {
+                return Ok(output);
+            }
+        }
+        self.systemctl(&["is-active", "--system", "--", service.as_str()])
+    }
+
+    /// What `systemctl is-enabled --system -- NAME` prints, asked over D-Bus
+    /// when it can be. A unit generated from a SysV init script is asked of
+    /// systemctl, which asks `systemd-sysv-install` as systemd 252 does.
+    fn is_enabled_output(&mut self, service: &CheckedName) -> Result<CommandOutput, ProviderError> {
+        if let Some(unit) = self.dbus.as_ref().and_then(|_| mangle(service.as_str())) {
+            if let Some(output) = self.over_dbus(|dbus, timeout| dbus.is_enabled(&unit, timeout))? {
+                let sysv = output.stdout.trim() == "generated"
+                    && unit.strip_suffix(".service").is_some_and(|base| {
+                        std::path::Path::new(SYSV_INIT_DIR).join(base).exists()
+                    });
+                if !sysv {
+                    return Ok(output);
+                }
+            }
+        }
+        self.systemctl(&["is-enabled", "--system", "--", service.as_str()])
+    }
+
+    /// Asks over D-Bus under the process-wide lock, within the command
+    /// timeout and the run's deadline. `None` when the bus failed: it is
+    /// then dropped for the rest of the run (with a warning), and the caller
+    /// asks systemctl, so a bus restart costs no wrong answer.
+    fn over_dbus(
+        &mut self,
+        ask: impl FnOnce(&DbusStatus, Duration) -> Result<CommandOutput, DbusError>,
+    ) -> Result<Option<CommandOutput>, ProviderError> {
+        let timeout = self.timeout_now("status over D-Bus")?;
+        let Some(dbus) = &self.dbus else {
+            return Ok(None);
+        };
+        let answer = {
+            let _guard = SYSTEMCTL_LOCK
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            ask(dbus, timeout)
+        };
+        match answer {
+            Ok(output) => Ok(Some(output)),
+            Err(DbusError::Reply { name, message }) => Err(ProviderError::CommandFailed(format!(
+                "systemd answered over D-Bus: {name}: {message}"
+            ))),
+            Err(DbusError::Transport(why)) => {
+                tracing::warn!("status over D-Bus failed ({why}); reading status with systemctl for the rest of this run");
+                self.dbus = None;
+                self.status_note = Some(format!("D-Bus failed during the run: {why}"));
+                Ok(None)
+            }
+        }
+    }
+
+    /// The time one command may take now: the per-command timeout, cut at
+    /// the run's deadline; an error once the deadline has passed.
+    fn timeout_now(&self, what: &str) -> Result<Duration, ProviderError> {
+        match self.deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(ProviderError::TimedOut(format!(
+                        "{what}: not run, the run's wall-clock limit has passed"
+                    )));
+                }
+                Ok(self.config.timeout.min(left))
+            }
+            None => Ok(self.config.timeout),
+        }
+    }
+
+    /// The run's last step: one daemon-reload when enable or disable ran,
+    /// so that systemd's view of the links (`list-dependencies`, `show`)
+    /// catches up. None in a noop run, none when nothing changed.
+    pub fn finish(&mut self) -> Result<(), ProviderError> {
+        if !self.enablement_changed || self.config.noop {
+            return Ok(());
+        }
+        self.enablement_changed = false;
+        let started = Instant::now();
+        let result = self.systemctl(&["daemon-reload"]).and_then(|output| {
+            if output.success() {
+                Ok(())
+            } else {
+                Err(command_failed("daemon-reload", &output))
+            }
+        });
+        self.record(Call::DaemonReload, None, started, result.as_ref().err());
+        result
     }
 
     /// Checks availability and the name, and makes the run's one reload.
@@ -232,19 +385,7 @@ impl SystemdProvider {
         let _guard = SYSTEMCTL_LOCK
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let timeout = match self.deadline {
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(ProviderError::TimedOut(format!(
-                        "systemctl {}: not run, the run's wall-clock limit has passed",
-                        args.join(" ")
-                    )));
-                }
-                self.config.timeout.min(left)
-            }
-            None => self.config.timeout,
-        };
+        let timeout = self.timeout_now(&format!("systemctl {}", args.join(" ")))?;
         self.runner
             .run(program, args, timeout)
             .map_err(|e| match e {
@@ -311,6 +452,18 @@ impl Provider for SystemdProvider {
 
     fn take_calls(&mut self) -> Vec<CallRecord> {
         std::mem::take(&mut self.calls)
+    }
+
+    fn status_reader(&self) -> (&'static str, Option<&str>) {
+        if self.dbus.is_some() {
+            ("dbus", None)
+        } else {
+            ("systemctl", self.status_note.as_deref())
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), ProviderError> {
+        SystemdProvider::finish(self)
     }
 }
 
@@ -381,6 +534,7 @@ mod tests {
                 timeout: Duration::from_secs(5),
                 noop,
                 allow: None,
+                status_via: StatusVia::Systemctl,
             },
             Box::new(runner.clone()),
         )
@@ -409,6 +563,7 @@ mod tests {
         p.mutate(Operation::Restart, "web").unwrap();
         p.mutate(Operation::Stop, "web").unwrap();
         p.mutate(Operation::Disable, "web").unwrap();
+        p.finish().unwrap();
         assert_eq!(
             runner.log(),
             [
@@ -416,15 +571,58 @@ mod tests {
                 "is-active --system -- web",
                 "is-enabled --system -- web",
                 "start --system -- web",
-                "enable --system -- web",
+                "enable --no-reload --system -- web",
                 "restart --system -- web",
                 "stop --system -- web",
-                "disable --system -- web",
+                "disable --no-reload --system -- web",
+                "daemon-reload",
             ]
         );
         let ops: Vec<Call> = p.calls().iter().map(|c| c.operation).collect();
         assert_eq!(ops[0], Call::DaemonReload);
-        assert_eq!(ops.iter().filter(|o| **o == Call::DaemonReload).count(), 1);
+        assert_eq!(ops.last(), Some(&Call::DaemonReload));
+        assert_eq!(ops.iter().filter(|o| **o == Call::DaemonReload).count(), 2);
+    }
+
+    #[test]
+    fn enablement_changes_end_with_one_reload_and_nothing_else_does() {
+        // Two enablement changes: one reload at the end for both.
+        let runner = ScriptedRunner::default();
+        let mut p = provider(&runner, false);
+        p.mutate(Operation::Enable, "web").unwrap();
+        p.mutate(Operation::Disable, "db").unwrap();
+        p.finish().unwrap();
+        p.finish().unwrap();
+        assert_eq!(
+            runner.log(),
+            [
+                "daemon-reload",
+                "enable --no-reload --system -- web",
+                "disable --no-reload --system -- db",
+                "daemon-reload",
+            ]
+        );
+        // Starts and stops only: no reload at the end.
+        let runner = ScriptedRunner::default();
+        let mut p = provider(&runner, false);
+        p.mutate(Operation::Start, "web").unwrap();
+        p.finish().unwrap();
+        assert_eq!(runner.log(), ["daemon-reload", "start --system -- web"]);
+        // A failed enable changed nothing: no reload either.
+        let runner = ScriptedRunner::default().answer("enable", "", "Access denied\n", 1);
+        let mut p = provider(&runner, false);
+        p.mutate(Operation::Enable, "web").unwrap_err();
+        p.finish().unwrap();
+        assert_eq!(
+            runner.log(),
+            ["daemon-reload", "enable --no-reload --system -- web"]
+        );
+        // Noop: nothing at all.
+        let runner = ScriptedRunner::default();
+        let mut p = provider(&runner, true);
+        p.mutate(Operation::Enable, "web").unwrap_err();
+        p.finish().unwrap();
+        assert!(runner.log().is_empty());
     }
 
     #[test]
@@ -474,9 +672,9 @@ mod tests {
                 "daemon-reload",
                 "is-active --system -- web",
                 "is-enabled --system -- web",
-                "disable --system -- web",
+                "disable --no-reload --system -- web",
                 "is-enabled --system -- web",
-                "disable --runtime --system -- web",
+                "disable --runtime --no-reload --system -- web",
             ]
         );
         // One operation, one record.
@@ -504,7 +702,10 @@ mod tests {
         p.mutate(Operation::Disable, "web").unwrap();
         assert_eq!(
             runner.log()[3..],
-            ["disable --system -- web", "is-enabled --system -- web"]
+            [
+                "disable --no-reload --system -- web",
+                "is-enabled --system -- web"
+            ]
         );
 
         // Last found enabled (or never queried): the design's one command.
@@ -517,7 +718,10 @@ mod tests {
         p.mutate(Operation::Disable, "db").unwrap();
         assert_eq!(
             runner.log()[3..],
-            ["disable --system -- web", "disable --system -- db"]
+            [
+                "disable --no-reload --system -- web",
+                "disable --no-reload --system -- db"
+            ]
         );
     }
 
@@ -533,7 +737,7 @@ mod tests {
         assert_eq!(
             err,
             ProviderError::CommandFailed(
-                "systemctl disable --runtime --system -- web failed (exit status 1): Access denied"
+                "systemctl disable --runtime --no-reload --system -- web failed (exit status 1): Access denied"
                     .into()
             )
         );
@@ -559,7 +763,10 @@ mod tests {
             "the second is-enabled says the unit is gone"
         );
         p.mutate(Operation::Disable, "web").unwrap();
-        assert_eq!(runner.log().last().unwrap(), "disable --system -- web");
+        assert_eq!(
+            runner.log().last().unwrap(),
+            "disable --no-reload --system -- web"
+        );
     }
 
     #[test]
@@ -656,6 +863,7 @@ mod tests {
                 timeout: Duration::from_secs(5),
                 noop: false,
                 allow: None,
+                status_via: StatusVia::Systemctl,
             },
             Box::new(runner.clone()),
         );

@@ -76,6 +76,11 @@ pub struct ProviderInfo {
     pub name: &'static str,
     pub available: bool,
     pub detail: Option<String>,
+    /// How status was read: `dbus` or `systemctl`.
+    pub status_reader: &'static str,
+    /// Why not over D-Bus, when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -1,0 +1,204 @@
+//! Status over D-Bus: what `systemctl is-active` and `is-enabled` ask
+//! systemd, asked directly on the system bus, without a process per
+//! question.
+//!
+//! - `is-active NAME` reads the `ActiveState` property of the unit's object
+//!   path (systemd loads the unit to answer, so a missing unit is
+//!   `inactive`, as with systemctl; `GetUnit` would fail instead).
+//! - `is-enabled NAME` is `Manager.GetUnitFileState`, which reads the unit
+//!   files from disk on every call (unlike the `UnitFileState` property,
+//!   cached until a reload); a missing unit is the error `FileNotFound`.
+//!
+//! Answers are handed to the same readers as systemctl's output
+//! ([`super::parse`]), as systemctl 252 would print them, so both paths give
+//! the same words and the same errors. What systemctl does beyond the bus
+//! (names it cannot mangle, SysV init scripts) is left to systemctl itself:
+//! the caller asks it instead.
+//!
+//! zbus talks to the system bus (dbus-daemon), not to PID 1's private
+//! socket, whose replies it does not accept.
+
+use std::time::Duration;
+
+use super::runner::CommandOutput;
+
+const SYSTEMD: &str = "org.freedesktop.systemd1";
+
+/// Why an answer did not come over the bus.
+#[derive(Debug)]
+pub enum DbusError {
+    /// The bus itself failed (gone, restarted, no answer in time): the
+    /// caller stops using it for the rest of the run.
+    Transport(String),
+    /// systemd answered with an error.
+    Reply { name: String, message: String },
+}
+
+/// A connection to systemd on the system bus.
+pub struct DbusStatus {
+    runtime: tokio::runtime::Runtime,
+    connection: zbus::Connection,
+}
+
+fn transport(error: impl std::fmt::Display) -> DbusError {
+    DbusError::Transport(error.to_string())
+}
+
+fn classify(error: zbus::Error) -> DbusError {
+    match error {
+        zbus::Error::MethodError(name, message, _) => DbusError::Reply {
+            name: name.to_string(),
+            message: message.unwrap_or_default(),
+        },
+        zbus::Error::FDO(fdo) => {
+            let name = zbus::DBusError::name(fdo.as_ref()).to_string();
+            let message = zbus::DBusError::description(fdo.as_ref())
+                .unwrap_or_default()
+                .to_owned();
+            DbusError::Reply { name, message }
+        }
+        other => transport(other),
+    }
+}
+
+impl DbusStatus {
+    /// Connects to the system bus, and checks that systemd is on it; the
+    /// error says why not (no bus, no systemd, no answer in `timeout`).
+    pub fn connect(timeout: Duration) -> Result<Self, String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("no runtime for D-Bus: {e}"))?;
+        let connection = runtime
+            .block_on(async {
+                tokio::time::timeout(timeout, async {
+                    zbus::connection::Builder::system()
+                        .method_timeout(timeout)
+                        .build()
+                        .await
+                })
+                .await
+            })
+            .map_err(|_| "the system bus did not answer in time".to_owned())?
+            .map_err(|e| format!("the system bus cannot be reached: {e}"))?;
+        let status = Self {
+            runtime,
+            connection,
+        };
+        let systemd_there: bool = status
+            .call(
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "NameHasOwner",
+                &(SYSTEMD,),
+                timeout,
+            )
+            .map_err(|e| match e {
+                DbusError::Transport(e) => format!("the system bus does not answer: {e}"),
+                DbusError::Reply { name, message } => format!("the system bus: {name}: {message}"),
+            })?;
+        if !systemd_there {
+            return Err("systemd (org.freedesktop.systemd1) is not on the system bus".to_owned());
+        }
+        Ok(status)
+    }
+
+    fn call<B, R>(
+        &self,
+        destination: &str,
+        path: &str,
+        interface: &str,
+        method: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<R, DbusError>
+    where
+        B: serde::Serialize + zbus::DynamicType,
+        R: for<'d> serde::Deserialize<'d> + zbus::Type,
+    {
+        self.runtime.block_on(async {
+            let reply = tokio::time::timeout(
+                timeout,
+                self.connection
+                    .call_method(Some(destination), path, Some(interface), method, body),
+            )
+            .await
+            .map_err(|_| {
+                transport(format!(
+                    "no answer to {method} within {}",
+                    humantime::format_duration(timeout)
+                ))
+            })?
+            .map_err(classify)?;
+            reply.body().deserialize::<R>().map_err(transport)
+        })
+    }
+
+    /// `ActiveState` of `unit` (already mangled), as `is-active` prints it.
+    pub fn is_active(&self, unit: &str, timeout: Duration) -> Result<CommandOutput, DbusError> {
+        let path = super::unit_name::object_path(unit);
+        let value: zbus::OwnedVariant = self.call(
+            SYSTEMD,
+            &path,
+            "org.freedesktop.DBus.Properties",
+            "Get",
+            &("org.freedesktop.systemd1.Unit", "ActiveState"),
+            timeout,
+        )?;
+        let word = String::try_from(value).map_err(transport)?;
+        // is-active exits 0 only for the running states; the readers do not
+        // use the code for a word, but keep it true to systemctl's.
+        let running = matches!(word.as_str(), "active" | "reloading" | "refreshing");
+        Ok(CommandOutput {
+            code: Some(if running { 0 } else { 3 }),
+            stdout: format!("{word}\n"),
+            stderr: String::new(),
+        })
+    }
+
+    /// `GetUnitFileState` of `unit` (already mangled), as `is-enabled`
+    /// prints it: the word, or systemctl 252's message for a missing unit.
+    pub fn is_enabled(&self, unit: &str, timeout: Duration) -> Result<CommandOutput, DbusError> {
+        let answer: Result<String, DbusError> = self.call(
+            SYSTEMD,
+            "/org/freedesktop/systemd1",
+            "org.freedesktop.systemd1.Manager",
+            "GetUnitFileState",
+            &(unit,),
+            timeout,
+        );
+        match answer {
+            Ok(word) => {
+                let enabled = matches!(
+                    word.as_str(),
+                    "enabled"
+                        | "enabled-runtime"
+                        | "static"
+                        | "indirect"
+                        | "generated"
+                        | "transient"
+                        | "alias"
+                );
+                Ok(CommandOutput {
+                    code: Some(if enabled { 0 } else { 1 }),
+                    stdout: format!("{word}\n"),
+                    stderr: String::new(),
+                })
+            }
+            // systemd answers ENOENT; systemctl prints it as strerror.
+            Err(DbusError::Reply { name, .. })
+                if name == "org.freedesktop.DBus.Error.FileNotFound" =>
+            {
+                Ok(CommandOutput {
+                    code: Some(1),
+                    stdout: String::new(),
+                    stderr: format!(
+                        "Failed to get unit file state for {unit}: No such file or directory\n"
+                    ),
+                })
+            }
+            Err(other) => Err(other),
+        }
+    }
+}
