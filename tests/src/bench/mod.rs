@@ -39,6 +39,8 @@ const COLD_CACHE: &str = "/var/cache/bench-cold";
 const STANDARD_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 /// The names of the baselines besides the script (see `baselines`).
 pub const SCRIPT_LANG_C: &str = "script, LANG=C";
+/// The host with status read by `systemctl` (`--provider systemctl`).
+pub const HOST_SYSTEMCTL: &str = "host, --provider systemctl";
 pub const NATIVE_LOOP: &str = "native loop";
 pub const NATIVE_LOOP_THREADS: &str = "native loop, 2 reader threads per call";
 pub const WHAT_IF_BATCHED_NOOP: &str = "what-if: batched, 2 processes";
@@ -315,6 +317,8 @@ fn run(options: &Options) -> anyhow::Result<()> {
 
     step("Booting systemd in a sandbox");
     let sandbox = Sandbox::boot(&build::target_dir())?;
+    // The host reads status over D-Bus when the system bus answers.
+    sandbox.start_system_bus();
     println!(
         "systemd is PID {} here, up in {} ms",
         sandbox.pid(),
@@ -553,10 +557,22 @@ impl Bench {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// Writes a file into the work directory (visible inside at the same path).
+    /// Writes a file into the work directory (visible inside at the same
+    /// path). A settings document (`*.yaml`) is signed: the host runs only
+    /// signed settings.
     fn write(&self, name: &str, contents: &str) -> anyhow::Result<PathBuf> {
         let path = self.work.join(name);
         std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+        if name.ends_with(".yaml") {
+            checked(
+                std::process::Command::new(&self.host)
+                    .arg("sign")
+                    .arg(&path)
+                    .arg("--key")
+                    .arg(self.public_key.with_file_name("policy-host.key")),
+                "host sign",
+            )?;
+        }
         Ok(path)
     }
 
@@ -640,6 +656,11 @@ impl Bench {
             outcome.code,
             outcome.stderr.trim(),
             tail(&outcome.stdout, 2000)
+        );
+        ensure!(
+            run.status_reader == "dbus",
+            "host run read status with {}, not over D-Bus: is the sandbox's system bus up?",
+            run.status_reader
         );
         ensure!(
             run.changed == expect.changed && run.systemctl_calls == expect.systemctl_calls,
@@ -787,7 +808,13 @@ impl Bench {
             reset: reset.clone(),
             ..Spec::default()
         };
-        let mut baselines = vec![("script", spec(script_argv(&script_file, units)))];
+        let settings = self.work.join(format!("manifest-{}.yaml", units.len()));
+        let mut forced = self.host_argv(&self.manifest_policy, Some(&settings), WARM_CACHE);
+        forced.extend(["--provider".into(), "systemctl".into()]);
+        let mut baselines = vec![
+            ("script", spec(script_argv(&script_file, units))),
+            (HOST_SYSTEMCTL, spec(forced)),
+        ];
         if units.len() == REFERENCE_N && !converge {
             let mut clean = vec![
                 "env".to_owned(),
@@ -842,9 +869,10 @@ impl Bench {
             argv: self.host_argv(&self.manifest_policy, Some(settings), WARM_CACHE),
             ..Spec::default()
         };
+        // Over D-Bus: the reload is the one process.
         let expect = Expect {
             changed: 0,
-            systemctl_calls: 1 + 2 * n,
+            systemctl_calls: 1,
         };
         self.compare(
             &format!("N={n} no-op"),
@@ -863,9 +891,11 @@ impl Bench {
             reset: Some(Self::set_all(units, false)),
             ..Spec::default()
         };
+        // Over D-Bus: the reload before, a start and an enable per unit, the
+        // reload after.
         let expect = Expect {
             changed: n,
-            systemctl_calls: 1 + 6 * n,
+            systemctl_calls: 2 + 2 * n,
         };
         self.compare(
             &format!("N={n} converge"),
@@ -903,7 +933,7 @@ impl Bench {
         );
         let expect = Expect {
             changed: 0,
-            systemctl_calls: 1 + 2 * EXAMPLE_UNITS.len(),
+            systemctl_calls: 1,
         };
         let empty_settings = self.write("empty.yaml", "# no services\n")?;
         let empty = Spec {
@@ -1139,6 +1169,14 @@ fn parse_host(outcome: &Outcome) -> anyhow::Result<HostRun> {
         )
     })?;
     let summary = doc.get("summary").context("the report has no summary")?;
+    let mut providers = Vec::new();
+    collect(&doc, "provider", &mut providers);
+    let status_reader = providers
+        .first()
+        .and_then(|p| p.get("status_reader"))
+        .and_then(Value::as_str)
+        .unwrap_or("systemctl")
+        .to_owned();
     let mut calls = Vec::new();
     collect(&doc, "calls", &mut calls);
     let mut systemctl_calls = 0;
@@ -1147,6 +1185,7 @@ fn parse_host(outcome: &Outcome) -> anyhow::Result<HostRun> {
     for call in calls.iter().filter_map(|c| c.as_array()).flatten() {
         let operation = call.get("operation").and_then(Value::as_str);
         systemctl_calls += match operation {
+            Some("status") if status_reader == "dbus" => 0,
             Some("status") => 2,
             _ => 1,
         };
@@ -1188,6 +1227,7 @@ fn parse_host(outcome: &Outcome) -> anyhow::Result<HostRun> {
             .and_then(Value::as_bool)
             .unwrap_or(false),
         maxrss_kb: None,
+        status_reader,
     })
 }
 
