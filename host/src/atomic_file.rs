@@ -53,9 +53,109 @@ pub fn write(path: &Path, contents: &[u8], mode: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Checks that `path` can be written as [`write`] writes it: its directory
+/// is created if missing, and a temporary file is created there and removed.
+/// A directory at `path` is refused (the rename could not replace it).
+pub fn probe(path: &Path) -> anyhow::Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("{} is a directory", path.display());
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(name);
+    prefix.push(".");
+    // Removed when dropped.
+    tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    Ok(())
+}
+
+/// Removes the temporary files [`write`] leaves beside `path` when the
+/// process is killed in the middle (`.NAME.XXXXXX.tmp`). Only regular files
+/// are removed; a problem is a warning, never an error.
+pub fn remove_stale(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        let stale = file_name.starts_with(&prefix)
+            && file_name.ends_with(".tmp")
+            && file_name.len() > prefix.len() + ".tmp".len();
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if stale && regular {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => tracing::info!(
+                    "removed {}, left by an earlier run that was stopped",
+                    entry.path().display()
+                ),
+                Err(e) => tracing::warn!("cannot remove {}: {e}", entry.path().display()),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_temporary_files_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report.json");
+        for name in [
+            ".report.json.a1B2c3.tmp",
+            ".report.json.zz.tmp",
+            ".other.json.x.tmp",
+            "report.json",
+            ".report.json.tmp",
+        ] {
+            std::fs::write(dir.path().join(name), "x").unwrap();
+        }
+        remove_stale(&report);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [".other.json.x.tmp", ".report.json.tmp", "report.json"]
+        );
+    }
+
+    #[test]
+    fn probing_finds_what_cannot_be_written_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        probe(&dir.path().join("sub/report.json")).unwrap();
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("sub")).unwrap().count(),
+            0
+        );
+        std::fs::write(dir.path().join("file"), "x").unwrap();
+        assert!(probe(&dir.path().join("file/report.json")).is_err());
+        assert!(probe(&dir.path().join("sub")).is_err(), "a directory");
+    }
 
     #[test]
     fn replaces_the_file_with_the_mode_and_leaves_no_temporary_file() {

@@ -13,6 +13,7 @@ pub mod commands;
 pub mod contract;
 pub mod fs_safety;
 pub mod guest;
+pub mod interrupt;
 pub mod limits;
 pub mod lock;
 pub mod logging;

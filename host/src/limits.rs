@@ -68,6 +68,10 @@ pub enum LimitExceeded {
     CallBudget(u64),
     #[error("the run took longer than its wall-clock limit of {}s and was stopped", .0.as_secs_f64())]
     WallClock(Duration),
+    /// Not a limit of the policy's: the host was told to stop (SIGTERM,
+    /// SIGINT, SIGHUP), and the policy did not end within its grace.
+    #[error("the run was interrupted by {0} and the policy was stopped")]
+    Interrupted(&'static str),
 }
 
 impl LimitExceeded {
@@ -78,6 +82,7 @@ impl LimitExceeded {
             LimitExceeded::Memory { .. } | LimitExceeded::MemoryCount { .. } => "memory-limit",
             LimitExceeded::CallBudget(_) => "call-budget",
             LimitExceeded::WallClock(_) => "wall-clock-limit",
+            LimitExceeded::Interrupted(_) => "interrupted",
         }
     }
 }

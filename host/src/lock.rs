@@ -52,6 +52,13 @@ impl RunLock {
                     return Err(e).with_context(|| format!("locking {}", path.display()))
                 }
             }
+            if let Some(signal) = crate::interrupt::received() {
+                bail!(
+                    "interrupted by {} while waiting for {}; nothing was changed",
+                    crate::interrupt::name(signal),
+                    path.display()
+                );
+            }
             let holder = holder(&mut file);
             match wait {
                 Wait::No => bail!(

@@ -221,6 +221,13 @@ impl FakeSystemctl {
         self
     }
 
+    /// Makes the `n`th invocation from now on (counting the calls logged so
+    /// far) kill its caller, the host, with SIGKILL, once.
+    pub fn kill_host_at(&self, n: usize) -> &Self {
+        fs::write(self.state_dir().join("kill-host-at"), n.to_string()).unwrap();
+        self
+    }
+
     /// Removes the fault injected for `command` on `name`.
     pub fn clear_fault(&self, command: &str, name: &str) -> &Self {
         let dir = self.fault_dir(command, Some(name));

@@ -12,6 +12,7 @@ use crate::atomic_file;
 use crate::cli::RunArgs;
 use crate::contract::RunOptions;
 use crate::guest::GuestOutcome;
+use crate::interrupt;
 use crate::lock::{RunLock, Wait};
 use crate::oci::{Kind, Registry, RegistryConfig, Store};
 use crate::provider::runner::{find_in_path, ProcessRunner};
@@ -31,47 +32,71 @@ use crate::versions::Versions;
 const OUTPUT_MODE: u32 = 0o644;
 
 /// Runs the policies; returns the process exit code. An `Err` means the run
-/// could not happen (exit 1) and nothing was applied.
+/// could not happen (exit 1) and nothing was applied, or that an output
+/// could not be written (exit 1, after everything the run did was printed).
 pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     let started = Instant::now();
+    if let Err(e) = interrupt::install() {
+        tracing::warn!("SIGTERM, SIGINT and SIGHUP are not handled in order: {e}");
+    }
     let result = run_all(args, started);
-    // The report and the output come first: the policies have been applied,
-    // and a problem with the metrics file must not hide what they did.
-    let shown = result
-        .as_ref()
-        .map_err(|e| format!("{e:#}"))
-        .and_then(|report| publish(args, report).map_err(|e| format!("{e:#}")));
-    if let (Some(path), Err(e)) = (&args.report, &result) {
-        let failed = serde_json::json!({
-            "error": format!("{e:#}"),
-            "summary": {"resources": 0, "changed": 0, "failed": 0, "unchanged": 0, "success": false},
-        });
-        atomic_file::write(path, format!("{failed:#}\n").as_bytes(), OUTPUT_MODE)
-            .with_context(|| format!("writing report {}", path.display()))?;
+    // What the run did is printed first, whatever then happens to the
+    // files: a full disk must not hide that a service was started.
+    let printed = match &result {
+        Ok((report, _)) => print(args, report),
+        Err(_) => Ok(()),
+    };
+    let mut failures = Vec::new();
+    if let Some(path) = &args.report {
+        let json = match &result {
+            Ok((report, _)) => serde_json::to_string_pretty(report)? + "\n",
+            Err(e) => {
+                let failed = serde_json::json!({
+                    "error": format!("{e:#}"),
+                    "summary": {"resources": 0, "changed": 0, "failed": 0, "unchanged": 0, "success": false},
+                });
+                format!("{failed:#}\n")
+            }
+        };
+        if let Err(e) = atomic_file::write(path, json.as_bytes(), OUTPUT_MODE) {
+            failures.push(format!("writing the report {}: {e:#}", path.display()));
+        }
     }
     if let Some(path) = &args.metrics {
         let metrics = render_metrics(
-            result.as_ref().ok(),
+            result.as_ref().ok().map(|(report, _)| report),
             started.elapsed().as_secs_f64(),
             SystemTime::now(),
         );
-        atomic_file::write(path, metrics.as_bytes(), OUTPUT_MODE)
-            .with_context(|| format!("writing metrics {}", path.display()))?;
+        if let Err(e) = atomic_file::write(path, metrics.as_bytes(), OUTPUT_MODE) {
+            failures.push(format!("writing the metrics {}: {e:#}", path.display()));
+        }
     }
-    let report = result?;
-    shown.map_err(anyhow::Error::msg)?;
+    // The lock is held until the outputs are written: the next run's
+    // clean-up of temporary files never meets this run's.
+    let (report, _lock) = match result {
+        Ok(done) => done,
+        Err(e) => {
+            for failure in &failures {
+                tracing::error!("{failure}");
+            }
+            return Err(e);
+        }
+    };
+    printed?;
+    if !failures.is_empty() {
+        anyhow::bail!(
+            "the run happened (see above), but its outputs failed: {}",
+            failures.join("; ")
+        );
+    }
     Ok(report.exit_code(args.detailed_exitcodes))
 }
 
-/// Writes the report file (if asked) and prints the report.
-fn publish(args: &RunArgs, report: &Report) -> anyhow::Result<()> {
-    let json = serde_json::to_string_pretty(report)? + "\n";
-    if let Some(path) = &args.report {
-        atomic_file::write(path, json.as_bytes(), OUTPUT_MODE)
-            .with_context(|| format!("writing report {}", path.display()))?;
-    }
+/// Prints the report (human or JSON) on stdout.
+fn print(args: &RunArgs, report: &Report) -> anyhow::Result<()> {
     let text = if args.json {
-        json
+        serde_json::to_string_pretty(report)? + "\n"
     } else {
         let verbosity = match (args.quiet, args.verbose) {
             (true, _) => Verbosity::Quiet,
@@ -86,6 +111,29 @@ fn publish(args: &RunArgs, report: &Report) -> anyhow::Result<()> {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
         .context("writing the report to stdout")
+}
+
+/// Checks, before anything is changed, that every output can be written:
+/// a temporary file is created beside each and removed. A path that cannot
+/// be written is an error naming its option, and the run does not start.
+fn check_outputs(args: &RunArgs, settings: &RunSettings) -> anyhow::Result<()> {
+    let files = [
+        ("--report", args.report.as_deref()),
+        ("--metrics", args.metrics.as_deref()),
+    ];
+    for (option, path) in files {
+        if let Some(path) = path {
+            atomic_file::probe(path)
+                .with_context(|| format!("{option} {}: cannot be written", path.display()))?;
+        }
+    }
+    atomic_file::probe(&settings.state_dir.join("versions.json")).with_context(|| {
+        format!(
+            "--state-dir {}: cannot be written",
+            settings.state_dir.display()
+        )
+    })?;
+    Ok(())
 }
 
 /// One policy to run and the settings it runs with.
@@ -181,12 +229,13 @@ fn remote(
 
 /// Every policy is read, verified and compiled before any is run: a bad one
 /// stops the whole run with nothing applied.
-fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
+fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<(Report, RunLock)> {
     let file = ConfigFile::load(args.trust.config.as_deref())?;
     let settings = RunSettings::resolve(&args.run_flags, &file)?;
+    let versions = Versions::open(&settings.state_dir)?;
+    check_outputs(args, &settings)?;
     let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
     let jobs = jobs(args, &file)?;
-    let versions = Versions::open(&settings.state_dir)?;
     let remote = remote(&jobs, args, &file, &settings, started)?;
     let gate = Gate {
         trust: &trust,
@@ -250,7 +299,23 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
     } else {
         Wait::Up(settings.lock_timeout)
     };
-    let _lock = RunLock::acquire(&settings.lock_file, wait)?;
+    let lock = RunLock::acquire(&settings.lock_file, wait)?;
+    if let Some(signal) = interrupt::received() {
+        bail!(
+            "interrupted by {} before the first change; nothing was changed",
+            interrupt::name(signal)
+        );
+    }
+    // What a run killed while writing left behind (only runs holding the
+    // lock write these files, so none is in use).
+    for path in [args.report.as_deref(), args.metrics.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(std::path::Path::to_path_buf)
+        .chain([settings.state_dir.join("versions.json")])
+    {
+        atomic_file::remove_stale(&path);
+    }
     // Under the lock: no other run can record a version between this check
     // and write. A noop run records nothing: trying a new version with
     // --noop must not make the one in service a refused rollback.
@@ -282,7 +347,12 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
     let mut refreshed = args.refresh.clone();
     let mut reports = Vec::with_capacity(loaded.len());
     let last = loaded.len().saturating_sub(1);
+    let mut not_started = Vec::new();
     for (index, (admitted, policy, settings_index)) in loaded.into_iter().enumerate() {
+        if interrupt::received().is_some() {
+            not_started.push(format!("policy {} (not started)", admitted.name));
+            continue;
+        }
         let policy_started = if index == 0 { started } else { Instant::now() };
         let settings_doc = settings_index.map(|i| &admitted_settings[i]);
         let options = RunOptions {
@@ -347,5 +417,18 @@ fn run_all(args: &RunArgs, started: Instant) -> anyhow::Result<Report> {
         );
         reports.push(report);
     }
-    Ok(Report::new(reports))
+    // A run with nothing left to run still ends with its reload.
+    if interrupt::received().is_some() && !not_started.is_empty() {
+        if let Err(e) = provider.finish() {
+            tracing::error!(
+                "daemon-reload after the enablement changes failed: {}",
+                e.message()
+            );
+        }
+    }
+    let mut report = Report::new(reports);
+    if let Some(signal) = interrupt::received() {
+        report.interrupt(interrupt::name(signal), not_started);
+    }
+    Ok((report, lock))
 }

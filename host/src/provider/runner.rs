@@ -49,6 +49,8 @@ pub enum RunError {
     },
     /// The command, or a process holding its output open, was still running
     /// at the timeout.
+    #[error("stopped {grace}s after {0}; the command and its process group were killed", grace = crate::interrupt::GRACE.as_secs())]
+    Interrupted(&'static str),
     #[error("timed out after {}s; the command and its process group were killed", .0.as_secs_f64())]
     TimedOut(Duration),
 }
@@ -109,13 +111,21 @@ impl CommandRunner for ProcessRunner {
             capture(pipe, Stream::Err, sender.clone());
         }
         drop(sender);
-        let status = match child.wait_timeout(timeout) {
-            Ok(Some(status)) => status,
-            Ok(None) => {
+        crate::interrupt::set_child_group(group);
+        let waited = wait_within(&mut child, deadline);
+        crate::interrupt::set_child_group(0);
+        let status = match waited {
+            Ok(Waited::Exited(status)) => status,
+            Ok(Waited::TimedOut) => {
                 // Not reaped yet, so the group id cannot have been reused.
                 kill_group(group);
                 let _ = child.wait();
                 return Err(RunError::TimedOut(timeout));
+            }
+            Ok(Waited::Interrupted(signal)) => {
+                kill_group(group);
+                let _ = child.wait();
+                return Err(RunError::Interrupted(signal));
             }
             Err(source) => {
                 kill_group(group);
@@ -148,6 +158,36 @@ impl CommandRunner for ProcessRunner {
             stdout: stdout.unwrap_or_default(),
             stderr: stderr.unwrap_or_default(),
         })
+    }
+}
+
+/// How waiting for a command ended.
+enum Waited {
+    Exited(std::process::ExitStatus),
+    TimedOut,
+    /// The run was interrupted and the command's grace ran out.
+    Interrupted(&'static str),
+}
+
+/// Waits for `child` until `deadline`, in short steps, so that a signal to
+/// the host (see [`crate::interrupt`]) cuts the wait to its grace period.
+fn wait_within(child: &mut std::process::Child, deadline: Instant) -> std::io::Result<Waited> {
+    const STEP: Duration = Duration::from_millis(50);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(Waited::TimedOut);
+        }
+        if let (Some(signal), Some(since)) =
+            (crate::interrupt::received(), crate::interrupt::since())
+        {
+            if since >= crate::interrupt::GRACE {
+                return Ok(Waited::Interrupted(crate::interrupt::name(signal)));
+            }
+        }
+        if let Some(status) = child.wait_timeout(STEP.min(deadline - now))? {
+            return Ok(Waited::Exited(status));
+        }
     }
 }
 

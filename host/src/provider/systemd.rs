@@ -389,7 +389,7 @@ impl SystemdProvider {
         self.runner
             .run(program, args, timeout)
             .map_err(|e| match e {
-                RunError::TimedOut(_) => {
+                RunError::TimedOut(_) | RunError::Interrupted(_) => {
                     ProviderError::TimedOut(format!("systemctl {}: {e}", args.join(" ")))
                 }
                 RunError::Spawn { .. } => ProviderError::Unavailable(e.to_string()),

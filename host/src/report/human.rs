@@ -70,7 +70,30 @@ pub fn render_human(report: &Report, verbosity: Verbosity, style: Style) -> Stri
     for run in report.runs() {
         render_run(&mut out, run, verbosity, style);
     }
-    if let Report::Several { policies, summary } = report {
+    if let Some(i) = report.interruption() {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.red(&format!(
+                "interrupted by {}: done: {}; not reached: {}",
+                i.signal,
+                if i.done.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    one_line(&i.done.join(", ")).into_owned()
+                },
+                if i.not_reached.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    one_line(&i.not_reached.join(", ")).into_owned()
+                }
+            ))
+        );
+    }
+    if let Report::Several {
+        policies, summary, ..
+    } = report
+    {
         if verbosity != Verbosity::Quiet {
             let _ = writeln!(
                 out,

@@ -67,6 +67,14 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         &samples,
     );
     gauge(
+        "policy_host_run_interrupted",
+        "1 if the last run was cut short by a signal (SIGTERM, SIGINT, SIGHUP), else 0.",
+        &[(
+            "",
+            f64::from(u8::from(report.is_some_and(|r| r.interruption().is_some()))),
+        )],
+    );
+    gauge(
         "policy_host_run_success",
         "1 if the last run happened and every resource converged, else 0.",
         &[("", f64::from(u8::from(summary.is_some_and(|s| s.success))))],

@@ -64,6 +64,18 @@ pub struct SourceReport {
     pub stale_reason: Option<String>,
 }
 
+/// A run cut short by a signal: by which, what it had changed, and what it
+/// did not reach.
+#[derive(Debug, Clone, Serialize)]
+pub struct Interruption {
+    pub signal: &'static str,
+    /// The resources changed before the run stopped.
+    pub done: Vec<String>,
+    /// The resources whose changes were not made (their calls were not
+    /// run), and the policies that did not start.
+    pub not_reached: Vec<String>,
+}
+
 /// How the policy's code was obtained.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompileInfo {
@@ -113,6 +125,8 @@ pub struct RunReport {
     pub calls: Vec<CallRecord>,
     pub log: String,
     pub summary: Summary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Interruption>,
 }
 
 /// What one run produced, before it is summarised.
@@ -162,6 +176,7 @@ impl RunReport {
             calls: record.calls,
             log: record.log,
             summary,
+            interrupted: None,
         }
     }
 }
@@ -178,6 +193,8 @@ pub enum Report {
     Several {
         policies: Vec<RunReport>,
         summary: Summary,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        interrupted: Option<Interruption>,
     },
 }
 
@@ -198,6 +215,55 @@ impl Report {
         Report::Several {
             policies: reports,
             summary,
+            interrupted: None,
+        }
+    }
+
+    /// Marks the run interrupted by `signal`: it failed, whatever its
+    /// resources say, and the report lists what was done and not reached
+    /// (`not_started`: the policies that never ran).
+    pub fn interrupt(&mut self, signal: &'static str, not_started: Vec<String>) {
+        let done = self
+            .runs()
+            .iter()
+            .flat_map(|r| &r.resources)
+            .filter(|r| r.changed)
+            .map(|r| r.resource.clone())
+            .collect();
+        let mut not_reached: Vec<String> = self
+            .runs()
+            .iter()
+            .flat_map(|r| &r.resources)
+            .filter(|r| r.errors.iter().any(|e| e.contains("interrupted by")))
+            .map(|r| r.resource.clone())
+            .collect();
+        not_reached.extend(not_started);
+        let interruption = Interruption {
+            signal,
+            done,
+            not_reached,
+        };
+        match self {
+            Report::Single(report) => {
+                report.summary.success = false;
+                report.interrupted = Some(interruption);
+            }
+            Report::Several {
+                summary,
+                interrupted,
+                ..
+            } => {
+                summary.success = false;
+                *interrupted = Some(interruption);
+            }
+        }
+    }
+
+    /// The interruption, when the run was cut short.
+    pub fn interruption(&self) -> Option<&Interruption> {
+        match self {
+            Report::Single(report) => report.interrupted.as_ref(),
+            Report::Several { interrupted, .. } => interrupted.as_ref(),
         }
     }
 

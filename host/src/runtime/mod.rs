@@ -54,6 +54,14 @@ impl HostState {
         &mut self,
         f: impl FnOnce(&mut dyn Provider) -> Result<T, ProviderError>,
     ) -> HostResult<T> {
+        // Interrupted: no new call starts; the policy hears why and goes on
+        // to report (or is stopped once its grace is over).
+        if let Some(signal) = crate::interrupt::received() {
+            return Ok(Err(ProviderError::Unavailable(format!(
+                "not run: the run was interrupted by {}",
+                crate::interrupt::name(signal)
+            ))));
+        }
         self.meter.admit_call()?;
         let started = Instant::now();
         let result = f(self.provider.as_mut());
@@ -234,6 +242,13 @@ impl PolicyRuntime {
             EPOCH_TICK,
         ));
         store.epoch_deadline_callback(|ctx| {
+            if let (Some(signal), Some(since)) =
+                (crate::interrupt::received(), crate::interrupt::since())
+            {
+                if since >= crate::interrupt::POLICY_GRACE {
+                    return Err(LimitExceeded::Interrupted(crate::interrupt::name(signal)).into());
+                }
+            }
             let remaining = ctx.data().meter.check_time()?;
             Ok(UpdateDeadline::Continue(Meter::ticks(
                 remaining, EPOCH_TICK,
