@@ -596,3 +596,192 @@ fn the_pushed_artifact_follows_the_cncf_wasm_layout() {
         fs::read(m.path("web.wasm.minisig")).unwrap()
     );
 }
+
+/// A registry that accepts connections and never answers (or a test's own
+/// scripted answers), on the port of a stopped real one.
+struct FakeServer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeServer {
+    /// Serves `addr` with `answer`, called with each request's first line
+    /// and the connection; connections are kept open until the server stops.
+    fn start(addr: &str, answer: impl Fn(&str, &mut std::net::TcpStream) + Send + 'static) -> Self {
+        use std::io::{BufRead as _, BufReader};
+        let listener = std::net::TcpListener::bind(addr).expect("bind the fake registry");
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((mut stream, _)) => {
+                        stream.set_nonblocking(false).unwrap();
+                        stream
+                            .set_read_timeout(Some(Duration::from_millis(500)))
+                            .unwrap();
+                        let mut first = String::new();
+                        let mut reader = BufReader::new(stream.try_clone().unwrap());
+                        let _ = reader.read_line(&mut first);
+                        // The rest of the head.
+                        let mut line = String::new();
+                        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                            line.clear();
+                        }
+                        answer(first.trim(), &mut stream);
+                        held.push(stream);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[test]
+fn a_registry_that_never_answers_costs_its_timeout_then_the_kept_copy_runs() {
+    let Some(mut registry) = TestRegistry::start(Options::default()) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let policy_ref = registry.reference("policies/web:1");
+    let settings_ref = registry.reference("settings/web:prod");
+    m.pushed(&m.policy("web.wasm"), &policy_ref);
+    m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
+    m.run_refs(&policy_ref, &settings_ref).assert_exit(0);
+    registry.stop();
+
+    // Accepts, reads the request, and says nothing.
+    let _silent = FakeServer::start(&registry.addr, |_, _| {});
+    m.fake.unit("web", "inactive", "disabled").clear_calls();
+    let started = std::time::Instant::now();
+    let r = m.run_refs(&policy_ref, &settings_ref);
+    let took = started.elapsed();
+    r.assert_exit(0);
+    assert_eq!(m.fake.mutating_calls(), ["start --system -- web"]);
+    assert!(r.stderr.contains("no answer within 5s"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&policy_ref),
+        "names the reference: {}",
+        r.stderr
+    );
+    assert_eq!(r.json()["source"]["stale"], true);
+    // Two references, one request each before giving up: two timeouts.
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+
+    // With nothing kept: the registry's silence, named, and nothing runs.
+    m.fake.clear_calls();
+    let r = m.host_run(&[&policy_ref, "--settings", &settings_ref], "empty-cache");
+    m.assert_refused(&r, &format!("registry {} cannot be reached", registry.addr));
+    assert!(
+        r.stderr.contains("timed out") || r.stderr.contains("no answer within"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_blob_cut_in_the_middle_is_never_kept_and_the_kept_copy_runs() {
+    let Some(mut registry) = TestRegistry::start(Options::default()) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let settings_ref = registry.reference("settings/web:prod");
+    m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
+    // Version 1 runs and is kept; version 2 is pushed to the same tag.
+    let policy_ref = registry.reference("policies/web:1");
+    let first = m.pushed(&m.policy("web.wasm"), &policy_ref);
+    m.run_refs(&policy_ref, &settings_ref).assert_exit(0);
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = m.pushed(&m.policy("web.wasm"), &policy_ref);
+    assert_ne!(first, second);
+    let digest = digest_of(&second).to_owned();
+    let (_, manifest) = registry.http(
+        "GET",
+        &format!("/v2/policies/web/manifests/{digest}"),
+        "application/vnd.oci.image.manifest.v1+json",
+        b"",
+    );
+    let settings_manifest = registry
+        .http(
+            "GET",
+            "/v2/settings/web/manifests/prod",
+            "application/vnd.oci.image.manifest.v1+json",
+            b"",
+        )
+        .1;
+    registry.stop();
+
+    // Serves the new manifest, then half of its blob before resetting.
+    let manifest_text = manifest.clone();
+    let _cut = FakeServer::start(&registry.addr, move |request, stream| {
+        use std::io::Write as _;
+        let respond = |stream: &mut std::net::TcpStream, body: &[u8], declared: usize| {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: {declared}\r\n\r\n"
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(body);
+            let _ = stream.flush();
+        };
+        if request.starts_with("GET /v2/ ") {
+            respond(stream, b"{}", 2);
+        } else if request.contains("/v2/policies/web/manifests/1 ") {
+            respond(stream, &manifest_text, manifest_text.len());
+        } else if request.contains("/v2/settings/web/manifests/prod ") {
+            respond(stream, &settings_manifest, settings_manifest.len());
+        } else if request.contains("/blobs/") {
+            let declared = 1 << 20;
+            respond(stream, &vec![0u8; 4096], declared);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        } else {
+            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    m.fake.unit("web", "inactive", "disabled").clear_calls();
+    let r = m.run_refs(&policy_ref, &settings_ref);
+    r.assert_exit(0);
+    assert_eq!(m.fake.mutating_calls(), ["start --system -- web"]);
+    let json = r.json();
+    assert_eq!(json["source"]["stale"], true, "{json:#}");
+    assert_eq!(
+        json["source"]["digest"],
+        digest_of(&first),
+        "the kept version ran"
+    );
+    assert!(r.stderr.contains(&registry.addr), "{}", r.stderr);
+    // No partial blob was kept: every kept blob matches its digest.
+    let blobs = m.path("cache/oci/blobs/sha256");
+    for entry in fs::read_dir(&blobs).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".tmp"), "a temporary file was left: {name}");
+        let bytes = fs::read(entry.path()).unwrap();
+        let out = Command::new("sha256sum")
+            .arg(entry.path())
+            .output()
+            .unwrap();
+        let sum = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            sum.starts_with(&name),
+            "{name} holds other bytes ({} bytes)",
+            bytes.len()
+        );
+    }
+    let _ = manifest;
+}

@@ -299,3 +299,110 @@ fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
         assert!(text.contains("multi-user.target"), "{name}: {text}");
     }
 }
+
+#[test]
+fn a_bus_restart_and_a_daemon_reexec_mid_run_give_no_wrong_answer_and_no_hang() {
+    let host = build::host_binary();
+    let policy = build::signed_policy("manifest-policy");
+    let key = build::test_key().public_key;
+    let Some(sandbox) = Sandbox::boot_or_skip(&build::target_dir()) else {
+        return;
+    };
+    sandbox.start_system_bus();
+    let units: Vec<String> = (1..=8).map(|i| format!("rx-{i}")).collect();
+    let mut yaml = String::from("- service:\n");
+    for name in &units {
+        // Each start takes half a second: the run lasts long enough for the
+        // bus to restart and systemd to re-execute in the middle of it.
+        sandbox.install_unit(
+            name,
+            &unit(
+                "ExecStartPre=/bin/sleep 0.5\nExecStart=/bin/sleep infinity",
+                INSTALL,
+            ),
+        );
+        yaml.push_str(&format!(
+            "    - {name}:\n        ensure: running\n        enable: true\n"
+        ));
+    }
+    let settings = sandbox.share_file("reexec.yaml", &yaml);
+    build::sign_file(&settings);
+    let started = std::time::Instant::now();
+    let report = std::thread::scope(|scope| {
+        let disturb = scope.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(1200));
+            sandbox.systemctl_ok(&["restart", "dbus.service"]);
+            std::thread::sleep(std::time::Duration::from_millis(1200));
+            sandbox.systemctl_ok(&["daemon-reexec"]);
+        });
+        let out = sandbox.exec(&[
+            host.to_str().unwrap(),
+            "run",
+            policy.to_str().unwrap(),
+            "--settings",
+            settings.to_str().unwrap(),
+            "--trusted-key",
+            key.to_str().unwrap(),
+            "--json",
+        ]);
+        disturb.join().unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("no report ({e}): {}", String::from_utf8_lossy(&out.stderr))
+        });
+        report
+    });
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    // Every answer the host believed was right: a unit the report calls
+    // converged is running and enabled. A change systemctl itself failed
+    // while systemd re-executed ("D-Bus connection terminated") is a
+    // failure in the report, never a success.
+    for resource in report["resources"].as_array().unwrap() {
+        let name = resource["resource"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("service#");
+        if resource["failed"] == false {
+            assert_eq!(sandbox.is_active(name), "active", "{name}: {resource:#}");
+            assert_eq!(sandbox.is_enabled(name), "enabled", "{name}: {resource:#}");
+        } else {
+            assert!(
+                !resource["errors"].as_array().unwrap().is_empty(),
+                "{resource:#}"
+            );
+        }
+    }
+    // The bus failed under the reader at least once: it said so, and
+    // systemctl answered for the rest of the run.
+    assert_eq!(
+        report["provider"]["status_reader"], "systemctl",
+        "{report:#}"
+    );
+    assert!(
+        report["provider"]["status_note"]
+            .as_str()
+            .is_some_and(|n| n.contains("D-Bus failed")),
+        "{report:#}"
+    );
+    // The next run, on a settled system (over D-Bus again), converges.
+    let out = sandbox.exec(&[
+        host.to_str().unwrap(),
+        "run",
+        policy.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
+        "--trusted-key",
+        key.to_str().unwrap(),
+        "--json",
+    ]);
+    let again: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(out.status.success(), "{again:#}");
+    assert_eq!(again["provider"]["status_reader"], "dbus", "{again:#}");
+    for name in &units {
+        assert_eq!(sandbox.is_active(name), "active", "{name}");
+        assert_eq!(sandbox.is_enabled(name), "enabled", "{name}");
+    }
+}

@@ -44,20 +44,36 @@ fn transport(error: impl std::fmt::Display) -> DbusError {
     DbusError::Transport(error.to_string())
 }
 
+/// Errors the bus itself gives when systemd is not there to answer (it is
+/// re-executing, or the bus lost it): not systemd's answer about a unit.
+const BUS_ERRORS: [&str; 8] = [
+    "org.freedesktop.DBus.Error.ServiceUnknown",
+    "org.freedesktop.DBus.Error.NameHasNoOwner",
+    "org.freedesktop.DBus.Error.NoReply",
+    "org.freedesktop.DBus.Error.Disconnected",
+    "org.freedesktop.DBus.Error.NoServer",
+    "org.freedesktop.DBus.Error.Timeout",
+    "org.freedesktop.DBus.Error.TimedOut",
+    "org.freedesktop.DBus.Error.LimitsExceeded",
+];
+
 fn classify(error: zbus::Error) -> DbusError {
-    match error {
-        zbus::Error::MethodError(name, message, _) => DbusError::Reply {
-            name: name.to_string(),
-            message: message.unwrap_or_default(),
-        },
-        zbus::Error::FDO(fdo) => {
-            let name = zbus::DBusError::name(fdo.as_ref()).to_string();
-            let message = zbus::DBusError::description(fdo.as_ref())
-                .unwrap_or_default()
-                .to_owned();
-            DbusError::Reply { name, message }
+    let (name, message) = match error {
+        zbus::Error::MethodError(name, message, _) => {
+            (name.to_string(), message.unwrap_or_default())
         }
-        other => transport(other),
+        zbus::Error::FDO(fdo) => (
+            zbus::DBusError::name(fdo.as_ref()).to_string(),
+            zbus::DBusError::description(fdo.as_ref())
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+        other => return transport(other),
+    };
+    if BUS_ERRORS.contains(&name.as_str()) {
+        transport(format!("{name}: {message}"))
+    } else {
+        DbusError::Reply { name, message }
     }
 }
 
