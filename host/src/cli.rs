@@ -49,8 +49,14 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), generated from this command line.
-    Man,
+    /// Print the man page (roff), generated from this command line; with --out-dir, write one page per subcommand too.
+    Man {
+        /// Write NAME.8 and NAME-SUBCOMMAND.8 into DIR instead.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+    /// Print a host.toml with every setting, commented and explained (the packaged default).
+    ConfigTemplate,
 }
 
 #[derive(Debug, Args)]

@@ -815,6 +815,76 @@ impl RunSettings {
     }
 }
 
+/// The packaged `/etc/policy-host/host.toml`: every setting, commented out
+/// at its default and explained, and how to list policies. Generated from
+/// [`SETTINGS`], so it never drifts from the options.
+pub fn host_toml_template() -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "# /etc/policy-host/host.toml: the settings of policy host on this machine.\n\
+         #\n\
+         # Every setting is listed below at its default, commented out: uncomment a line to\n\
+         # change it. The command line overrides this file (policy-host(8)). An unknown key or a\n\
+         # bad value stops every run with an error that names it.\n\
+         #\n\
+         # `policy-host run` with no policy named runs the [[policy]] list at the end, in order.\n\
+         # With none listed, a run succeeds and does nothing.\n",
+    );
+    let value = |s: &Setting| -> String {
+        match (s.kind, s.default) {
+            (Kind::Path | Kind::Choice(_), Some(default)) => format!("{default:?}"),
+            (Kind::Patterns, _) => "[\"web-*\", \"nginx.service\"]".to_owned(),
+            (Kind::Hosts, _) => "[\"registry.internal:5000\"]".to_owned(),
+            (Kind::OptionalPath, _) => "\"/etc/policy-host/registry-ca.pem\"".to_owned(),
+            (_, Some(default)) => default.to_owned(),
+            (_, None) => "\"\"".to_owned(),
+        }
+    };
+    let entry = |out: &mut String, s: &Setting, key: &str| {
+        let _ = writeln!(out);
+        let help = s.help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut line = String::from("#");
+        for word in help.split(' ') {
+            if line.len() + word.len() + 1 > 92 {
+                let _ = writeln!(out, "{line}");
+                line = String::from("#");
+            }
+            line.push(' ');
+            line.push_str(word);
+        }
+        let _ = writeln!(out, "{line}");
+        let default = match (s.kind, s.default) {
+            (Kind::Patterns | Kind::Hosts, _) => "none".to_owned(),
+            (Kind::OptionalPath, _) => "none".to_owned(),
+            (_, Some(default)) => default.to_owned(),
+            (_, None) => "none".to_owned(),
+        };
+        let _ = writeln!(out, "# (command line: --{}; default: {default})", s.flag);
+        let _ = writeln!(out, "#{key} = {}", value(s));
+    };
+    for s in SETTINGS.iter().filter(|s| !s.key.contains('.')) {
+        entry(&mut out, s, s.key);
+    }
+    let _ = writeln!(out, "\n[limits]");
+    for s in SETTINGS.iter().filter(|s| s.key.starts_with("limits.")) {
+        entry(&mut out, s, &s.key["limits.".len()..]);
+    }
+    out.push_str(
+        "\n# The policies `policy-host run` runs, in order: each a signed policy (a file, a directory\n\
+         # of *.wasm files, or an oci:// reference) and, optionally, its signed settings (a file or\n\
+         # an oci:// reference). Relative paths are relative to this file's directory.\n\
+         #\n\
+         #[[policy]]\n\
+         #source = \"oci://registry.example.com/policies/web:1.4\"\n\
+         #settings = \"oci://registry.example.com/settings/web:prod\"\n\
+         #\n\
+         #[[policy]]\n\
+         #source = \"/usr/lib/policy-host/manifest-policy.wasm\"\n\
+         #settings = \"/etc/policy-host/manifest.yaml\"\n",
+    );
+    out
+}
+
 /// How `run` and `push` reach registries.
 #[derive(Debug, Clone)]
 pub struct RegistrySettings {
@@ -932,6 +1002,29 @@ mod tests {
             format!("{err:#}").contains("insecure_registries"),
             "{err:#}"
         );
+    }
+
+    #[test]
+    fn the_template_parses_lists_every_setting_and_each_line_uncommented_parses() {
+        let template = host_toml_template();
+        let config = file(&template).unwrap();
+        assert!(config.policies.is_empty());
+        run(Flags::default(), &template).unwrap();
+        for s in SETTINGS {
+            let key = s.key.rsplit('.').next().unwrap();
+            let line = template
+                .lines()
+                .find(|l| l.starts_with(&format!("#{key} = ")))
+                .unwrap_or_else(|| panic!("{} is not in the template", s.key));
+            // Uncommented, the line is a valid setting in its place.
+            let uncommented = template.replacen(line, &line[1..], 1);
+            let config = file(&uncommented).unwrap_or_else(|e| panic!("{line}: {e:#}"));
+            assert!(config.values.contains_key(s.key), "{line}");
+            RunSettings::resolve(&RunFlags::default(), &config)
+                .unwrap_or_else(|e| panic!("{line}: {e:#}"));
+            RegistrySettings::resolve(&RegistryFlags::default(), &config)
+                .unwrap_or_else(|e| panic!("{line}: {e:#}"));
+        }
     }
 
     #[test]

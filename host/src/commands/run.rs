@@ -133,6 +133,16 @@ fn check_outputs(args: &RunArgs, settings: &RunSettings) -> anyhow::Result<()> {
             settings.state_dir.display()
         )
     })?;
+    // A cache directory that is not safe is not used at all (a warning, a
+    // compile); one that is safe must also be writable.
+    if !args.no_cache && settings.cache_dir.is_dir() {
+        atomic_file::probe(&settings.cache_dir.join("probe")).with_context(|| {
+            format!(
+                "--cache-dir {}: cannot be written",
+                settings.cache_dir.display()
+            )
+        })?;
+    }
     Ok(())
 }
 
