@@ -84,13 +84,7 @@ impl FakeSystemctl {
         fs::create_dir_all(root.join("state/faults")).unwrap();
         let script = crate::build::workspace_root().join("tests/fake-systemctl/systemctl");
         let target = bin.join("systemctl");
-        fs::copy(&script, &target)
-            .unwrap_or_else(|e| panic!("cannot copy {}: {e}", script.display()));
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        crate::executable::install_executable(&script, &target);
         for log in ["calls.log", "env.log", "rejected.log"] {
             fs::write(root.join("state").join(log), "").unwrap();
         }

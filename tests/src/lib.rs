@@ -4,6 +4,7 @@
 //! throwaway sandbox.
 
 pub mod build;
+pub mod executable;
 pub mod fake_systemctl;
 pub mod outcome;
 pub mod registry;

@@ -49,8 +49,14 @@ fn cargo_deb(output: &Path, deb_version: Option<&str>, no_build: bool) {
     );
 }
 
-/// The package at its own version and at a higher one, built once.
+/// The package at its own version and at a higher one, built once per
+/// test process (the tests run in parallel and share the files).
 fn packages() -> Option<(PathBuf, PathBuf)> {
+    static BUILT: std::sync::OnceLock<Option<(PathBuf, PathBuf)>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_packages).clone()
+}
+
+fn build_packages() -> Option<(PathBuf, PathBuf)> {
     if !tool_works("cargo", &["deb", "--version"]) {
         return skip_or_fail("cargo-deb is not installed (cargo install cargo-deb --locked)");
     }

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use policy_host_e2e::build::{
     host_binary, isolation_args, policy_wasm, signed_policy, test_key, trust_args,
 };
+use policy_host_e2e::executable::write_executable;
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
 use policy_host_e2e::outcome::{assert_contains, json_calls, run, Run};
 use serde_json::Value;
@@ -817,12 +818,12 @@ fn run_with_systemctl(script: &str) -> (Run, Value) {
     let s = Scratch::new("attack-systemctl");
     let bin = s.dir("bin", 0o755);
     let systemctl = bin.join("systemctl");
-    fs::write(&systemctl, script).unwrap();
-    chmod(&systemctl, 0o755);
+    write_executable(&systemctl, script);
     let mut path = bin.into_os_string();
     path.push(":/usr/sbin:/usr/bin:/sbin:/bin");
-    let started = Instant::now();
-    let mut child = Command::new(host_binary())
+    // Build everything first: the clock below times the run alone.
+    let mut command = Command::new(host_binary());
+    command
         .env("PATH", path)
         .arg("run")
         .arg(signed_policy("example-policy"))
@@ -831,9 +832,9 @@ fn run_with_systemctl(script: &str) -> (Run, Value) {
         .args(isolation_args())
         .args(["--systemctl-timeout", "1", "--wall-clock", "4"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run host");
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = command.spawn().expect("run host");
     // Read the pipes on threads: the host's own output must not stall it.
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
