@@ -11,29 +11,19 @@
 use std::fs::Permissions;
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
 /// Replaces `path` with `contents`, created with `mode` (before umask is
 /// irrelevant: the mode is set explicitly). Parent directories are created.
 pub fn write(path: &Path, contents: &[u8], mode: u32) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} names no file", path.display()))?;
-    let mut prefix = std::ffi::OsString::from(".");
-    prefix.push(name);
-    prefix.push(".");
+    let (dir, prefix) = prepare(path)?;
     let mut file = tempfile::Builder::new()
         .prefix(&prefix)
         .suffix(".tmp")
         .permissions(Permissions::from_mode(mode))
-        .tempfile_in(dir)
+        .tempfile_in(&dir)
         .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
     // The permissions asked for are filtered by the umask; set them exactly.
     file.as_file()
@@ -47,7 +37,7 @@ pub fn write(path: &Path, contents: &[u8], mode: u32) -> anyhow::Result<()> {
         .with_context(|| format!("renaming into {}", path.display()))?;
     // The rename is durable only once the directory is: a crash right after
     // must not bring back the old file.
-    std::fs::File::open(dir)
+    std::fs::File::open(&dir)
         .and_then(|d| d.sync_all())
         .with_context(|| format!("syncing {}", dir.display()))?;
     Ok(())
@@ -60,6 +50,19 @@ pub fn probe(path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
         anyhow::bail!("{} is a directory", path.display());
     }
+    let (dir, prefix) = prepare(path)?;
+    // Removed when dropped.
+    tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    Ok(())
+}
+
+/// Creates the directory of `path` and returns it with the prefix of the
+/// temporary files beside `path` (`.NAME.`), which [`remove_stale`] knows.
+fn prepare(path: &Path) -> anyhow::Result<(PathBuf, std::ffi::OsString)> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -71,13 +74,7 @@ pub fn probe(path: &Path) -> anyhow::Result<()> {
     let mut prefix = std::ffi::OsString::from(".");
     prefix.push(name);
     prefix.push(".");
-    // Removed when dropped.
-    tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
-    Ok(())
+    Ok((dir.to_path_buf(), prefix))
 }
 
 /// Removes the temporary files [`write`] leaves beside `path` when the

@@ -189,6 +189,26 @@ impl Sandbox {
         output
     }
 
+    /// systemd's own rating of `unit`'s sandboxing, from `systemd-analyze
+    /// security` (0 is best, 10 worst; below 2 is "SAFE"), with the whole
+    /// table for failure messages. Panics when the table has no rating.
+    pub fn exposure(&self, unit: &str) -> (f64, String) {
+        let output = self.exec(&["systemd-analyze", "security", "--no-pager", unit]);
+        let table = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let marker = format!("Overall exposure level for {unit}: ");
+        let level = table
+            .lines()
+            .find_map(|l| l.split(marker.as_str()).nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|level| level.parse().ok())
+            .unwrap_or_else(|| panic!("no exposure level for {unit} in:\n{table}"));
+        (level, table)
+    }
+
     /// `systemctl ARGS` inside.
     pub fn systemctl(&self, args: &[&str]) -> Output {
         let mut full = vec!["systemctl"];

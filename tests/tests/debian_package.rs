@@ -178,16 +178,7 @@ fn install_configure_run_upgrade_remove_and_purge() {
         "verify",
         "/usr/lib/systemd/system/policy-host.service",
     ]);
-    let security = s.sh("systemd-analyze security --no-pager policy-host.service 2>&1");
-    let exposure: f64 = security
-        .lines()
-        .find_map(|l| {
-            l.split("Overall exposure level for policy-host.service: ")
-                .nth(1)
-        })
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|level| level.parse().ok())
-        .unwrap_or_else(|| panic!("no exposure level in:\n{security}"));
+    let (exposure, security) = sandbox.exposure("policy-host.service");
     assert!(exposure <= 2.5, "exposure {exposure}:\n{security}");
     // Installing changed nothing: the timer is not enabled.
     assert_eq!(sandbox.is_enabled("policy-host.timer"), "disabled");

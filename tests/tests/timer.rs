@@ -294,19 +294,7 @@ fn the_units_pass_systemd_analyze_verify_and_are_hardened() {
     assert_eq!(m.property(SERVICE, "CacheDirectoryMode"), "0700");
 
     // systemd's own rating of the sandboxing: 0 is best, 10 worst; below 2 is "SAFE".
-    let security = m
-        .sandbox
-        .exec(&["systemd-analyze", "security", "--no-pager", SERVICE]);
-    let security = text(&security.stdout);
-    let exposure: f64 = security
-        .lines()
-        .find_map(|l| {
-            l.split("Overall exposure level for policy-host.service: ")
-                .nth(1)
-        })
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|level| level.parse().ok())
-        .unwrap_or_else(|| panic!("no exposure level in:\n{security}"));
+    let (exposure, security) = m.sandbox.exposure(SERVICE);
     assert!(exposure < 2.0, "exposure {exposure}:\n{security}");
 }
 

@@ -79,9 +79,14 @@ impl Registry {
         // rustls on ring: no C toolchain, and the same provider everywhere.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut extra = Vec::new();
+        // Every request is bounded as a whole by [`Self::within`], which names
+        // the cause ("no answer within 5s"). The clients' own timeouts are
+        // only a backstop, one second later, so the two never race to
+        // report the same silence in two different words.
+        let backstop = config.timeout + Duration::from_secs(1);
         let mut http = reqwest::Client::builder()
-            .connect_timeout(config.timeout)
-            .read_timeout(config.timeout)
+            .connect_timeout(backstop)
+            .read_timeout(backstop)
             .user_agent(concat!("policy-host/", env!("CARGO_PKG_VERSION")));
         if let Some(ca) = &config.ca {
             let pem = std::fs::read(ca)
@@ -105,8 +110,8 @@ impl Registry {
                 ClientProtocol::HttpsExcept(config.insecure.clone())
             },
             extra_root_certificates: extra,
-            read_timeout: Some(config.timeout),
-            connect_timeout: Some(config.timeout),
+            read_timeout: Some(backstop),
+            connect_timeout: Some(backstop),
             ..ClientConfig::default()
         };
         let client = oci_client::Client::try_from(client_config)

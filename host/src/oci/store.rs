@@ -84,15 +84,11 @@ impl Store {
     }
 
     fn blob_path(&self, digest: &str) -> Option<PathBuf> {
-        let hex = digest.strip_prefix("sha256:")?;
-        (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| self.dir.join("blobs/sha256").join(hex))
+        sha256_hex(digest).map(|hex| self.dir.join("blobs/sha256").join(hex))
     }
 
     fn manifest_path(&self, digest: &str) -> Option<PathBuf> {
-        let hex = digest.strip_prefix("sha256:")?;
-        (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| self.dir.join("manifests").join(format!("{hex}.json")))
+        sha256_hex(digest).map(|hex| self.dir.join("manifests").join(format!("{hex}.json")))
     }
 
     fn ref_path(&self, reference: &OciRef) -> PathBuf {
@@ -218,6 +214,13 @@ fn read_private(path: &Path, max: u64) -> Option<Vec<u8>> {
             None
         }
     }
+}
+
+/// The 64 hex digits of a `sha256:` digest, or `None`: only such digests
+/// become file names, so no digest can name a path outside the store.
+fn sha256_hex(digest: &str) -> Option<&str> {
+    let hex = digest.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
 }
 
 #[cfg(test)]

@@ -320,16 +320,7 @@ impl SystemdProvider {
             return Ok(());
         }
         self.enablement_changed = false;
-        let started = Instant::now();
-        let result = self.systemctl(&["daemon-reload"]).and_then(|output| {
-            if output.success() {
-                Ok(())
-            } else {
-                Err(command_failed("daemon-reload", &output))
-            }
-        });
-        self.record(Call::DaemonReload, None, started, result.as_ref().err());
-        result
+        self.daemon_reload()
     }
 
     /// Checks availability and the name, and makes the run's one reload.
@@ -359,6 +350,16 @@ impl SystemdProvider {
             Reload::Failed(message) => return Err(ProviderError::CommandFailed(message.clone())),
             Reload::Pending => {}
         }
+        let result = self.daemon_reload();
+        self.reload = match &result {
+            Ok(()) => Reload::Done,
+            Err(e) => Reload::Failed(e.message().to_owned()),
+        };
+        result
+    }
+
+    /// Runs `systemctl daemon-reload` and records it as a call of the run.
+    fn daemon_reload(&mut self) -> Result<(), ProviderError> {
         let started = Instant::now();
         let result = self.systemctl(&["daemon-reload"]).and_then(|output| {
             if output.success() {
@@ -367,10 +368,6 @@ impl SystemdProvider {
                 Err(command_failed("daemon-reload", &output))
             }
         });
-        self.reload = match &result {
-            Ok(()) => Reload::Done,
-            Err(e) => Reload::Failed(e.message().to_owned()),
-        };
         self.record(Call::DaemonReload, None, started, result.as_ref().err());
         result
     }
