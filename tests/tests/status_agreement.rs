@@ -329,10 +329,13 @@ fn a_bus_restart_and_a_daemon_reexec_mid_run_give_no_wrong_answer_and_no_hang() 
     build::sign_file(&settings);
     let started = std::time::Instant::now();
     let report = std::thread::scope(|scope| {
+        // Disturbs the run once it is applying (a unit has left
+        // "inactive"), not at a fixed time: a cold compile on a busy machine
+        // would otherwise put the restart before the run's first reload.
         let disturb = scope.spawn(|| {
-            std::thread::sleep(std::time::Duration::from_millis(1200));
+            wait_until_started(&sandbox, "rx-1");
             sandbox.systemctl_ok(&["restart", "dbus.service"]);
-            std::thread::sleep(std::time::Duration::from_millis(1200));
+            wait_until_started(&sandbox, "rx-3");
             sandbox.systemctl_ok(&["daemon-reexec"]);
         });
         let out = sandbox.exec(&[
@@ -404,5 +407,18 @@ fn a_bus_restart_and_a_daemon_reexec_mid_run_give_no_wrong_answer_and_no_hang() 
     for name in &units {
         assert_eq!(sandbox.is_active(name), "active", "{name}");
         assert_eq!(sandbox.is_enabled(name), "enabled", "{name}");
+    }
+}
+
+/// Waits (up to a minute) until `unit` is no longer inactive: the run has
+/// passed its first reload and its status reads and is starting units.
+fn wait_until_started(sandbox: &Sandbox, unit: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while sandbox.is_active(unit) == "inactive" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started {unit}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
