@@ -82,6 +82,17 @@ impl Machine {
         printed
     }
 
+    /// Pushes the signed `web` policy to `policies/web:1` and settings that
+    /// start web to `settings/web:prod`; returns the two tag references and
+    /// the policy's digest reference.
+    fn publish_web(&self, registry: &TestRegistry) -> (String, String, String) {
+        let policy_ref = registry.reference("policies/web:1");
+        let settings_ref = registry.reference("settings/web:prod");
+        let pinned = self.pushed(&self.policy("web.wasm"), &policy_ref);
+        self.pushed(&self.settings("web.yaml", START_WEB, true), &settings_ref);
+        (policy_ref, settings_ref, pinned)
+    }
+
     fn host_run(&self, args: &[&str], cache: &str) -> Run {
         let mut cmd = self.fake.host_command();
         cmd.arg("run")
@@ -311,10 +322,7 @@ fn a_registry_outage_runs_the_last_verified_copy_marked_stale() {
         return;
     };
     let m = Machine::new(&registry);
-    let policy_ref = registry.reference("policies/web:1");
-    let settings_ref = registry.reference("settings/web:prod");
-    let pinned = m.pushed(&m.policy("web.wasm"), &policy_ref);
-    m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
+    let (policy_ref, settings_ref, pinned) = m.publish_web(&registry);
     m.run_refs(&policy_ref, &settings_ref).assert_exit(0);
 
     registry.stop();
@@ -443,10 +451,7 @@ fn host_toml_lists_the_policies_a_bare_run_runs() {
         return;
     };
     let m = Machine::new(&registry);
-    let policy_ref = registry.reference("policies/web:1");
-    let settings_ref = registry.reference("settings/web:prod");
-    m.pushed(&m.policy("web.wasm"), &policy_ref);
-    m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
+    let (policy_ref, settings_ref, _) = m.publish_web(&registry);
     let config = m.path("host.toml");
     fs::write(
         &config,
@@ -659,10 +664,7 @@ fn a_registry_that_never_answers_costs_its_timeout_then_the_kept_copy_runs() {
         return;
     };
     let m = Machine::new(&registry);
-    let policy_ref = registry.reference("policies/web:1");
-    let settings_ref = registry.reference("settings/web:prod");
-    m.pushed(&m.policy("web.wasm"), &policy_ref);
-    m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
+    let (policy_ref, settings_ref, _) = m.publish_web(&registry);
     m.run_refs(&policy_ref, &settings_ref).assert_exit(0);
     registry.stop();
 

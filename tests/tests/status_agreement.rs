@@ -7,6 +7,8 @@
 //! that systemd's dependency graph shows the new `WantedBy=` links.
 
 use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Output;
 
 use policy_host_e2e::build;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
@@ -164,6 +166,27 @@ fn status(sandbox: &Sandbox, provider: &str) -> Value {
     })
 }
 
+/// `host run` of the signed manifest policy with `settings`, as root inside
+/// the sandbox, and its JSON report (panics, with stderr, when there is none).
+fn run_manifest(sandbox: &Sandbox, settings: &Path) -> (Output, Value) {
+    let host = build::host_binary();
+    let policy = build::signed_policy("manifest-policy");
+    let key = build::test_key().public_key;
+    let out = sandbox.exec(&[
+        host.to_str().unwrap(),
+        "run",
+        policy.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
+        "--trusted-key",
+        key.to_str().unwrap(),
+        "--json",
+    ]);
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no report ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    (out, report)
+}
+
 fn word<'a>(report: &'a Value, name: &str, key: &str) -> &'a str {
     report["units"]
         .as_array()
@@ -250,9 +273,6 @@ fn dbus_and_systemctl_give_the_same_answers() {
 
 #[test]
 fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
-    let host = build::host_binary();
-    let policy = build::signed_policy("manifest-policy");
-    let key = build::test_key().public_key;
     let Some(sandbox) = Sandbox::boot_or_skip(&build::target_dir()) else {
         return;
     };
@@ -265,18 +285,7 @@ fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
         "- service:\n    - wb-a:\n        ensure: running\n        enable: true\n    - wb-b:\n        ensure: running\n        enable: true\n",
     );
     build::sign_file(&settings);
-    let out = sandbox.exec(&[
-        host.to_str().unwrap(),
-        "run",
-        policy.to_str().unwrap(),
-        "--settings",
-        settings.to_str().unwrap(),
-        "--trusted-key",
-        key.to_str().unwrap(),
-        "--json",
-    ]);
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no report ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let (out, report) = run_manifest(&sandbox, &settings);
     assert!(out.status.success(), "{report:#}");
     assert_eq!(report["provider"]["status_reader"], "dbus", "{report:#}");
     let calls: Vec<&str> = report["calls"]
@@ -302,9 +311,6 @@ fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
 
 #[test]
 fn a_bus_restart_and_a_daemon_reexec_mid_run_give_no_wrong_answer_and_no_hang() {
-    let host = build::host_binary();
-    let policy = build::signed_policy("manifest-policy");
-    let key = build::test_key().public_key;
     let Some(sandbox) = Sandbox::boot_or_skip(&build::target_dir()) else {
         return;
     };
@@ -338,20 +344,8 @@ fn a_bus_restart_and_a_daemon_reexec_mid_run_give_no_wrong_answer_and_no_hang() 
             wait_until_started(&sandbox, "rx-3");
             sandbox.systemctl_ok(&["daemon-reexec"]);
         });
-        let out = sandbox.exec(&[
-            host.to_str().unwrap(),
-            "run",
-            policy.to_str().unwrap(),
-            "--settings",
-            settings.to_str().unwrap(),
-            "--trusted-key",
-            key.to_str().unwrap(),
-            "--json",
-        ]);
+        let (_, report) = run_manifest(&sandbox, &settings);
         disturb.join().unwrap();
-        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("no report ({e}): {}", String::from_utf8_lossy(&out.stderr))
-        });
         report
     });
     assert!(
@@ -391,17 +385,7 @@ fn a_bus_restart_and_a_daemon_reexec_mid_run_give_no_wrong_answer_and_no_hang() 
         "{report:#}"
     );
     // The next run, on a settled system (over D-Bus again), converges.
-    let out = sandbox.exec(&[
-        host.to_str().unwrap(),
-        "run",
-        policy.to_str().unwrap(),
-        "--settings",
-        settings.to_str().unwrap(),
-        "--trusted-key",
-        key.to_str().unwrap(),
-        "--json",
-    ]);
-    let again: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (out, again) = run_manifest(&sandbox, &settings);
     assert!(out.status.success(), "{again:#}");
     assert_eq!(again["provider"]["status_reader"], "dbus", "{again:#}");
     for name in &units {
