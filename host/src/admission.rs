@@ -223,6 +223,21 @@ impl Gate<'_> {
     }
 }
 
+/// Pulls `reference` from its registry now (no kept copy stands in) and
+/// verifies it with the trust and the name binding `run` uses, recording
+/// nothing: what `verify` and `inspect` show of a reference before a
+/// rollout. Only a failed pull is an `Err`; a bad signature is the verdict.
+pub fn examine_reference(
+    registry: &Registry,
+    trust: &Trust,
+    reference: &OciRef,
+) -> anyhow::Result<(Pulled, Result<Verified, SignatureError>)> {
+    let pulled = oci::pull_fresh(registry, reference)?;
+    let verdict =
+        verify_any(trust, pulled.kind.what(), &pulled, &pulled.bytes).map(|(_, verified)| verified);
+    Ok((pulled, verdict))
+}
+
 /// Verifies `bytes` with the first of the pulled signatures that a trusted
 /// key made; when none does, the newest one's error.
 fn verify_any(

@@ -61,11 +61,16 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The policy to inspect.
-    pub policy: PathBuf,
+    /// The policy to inspect: a file, or an oci://REGISTRY/REPOSITORY:TAG reference
+    /// (pulled from the registry now, kept nowhere).
+    #[arg(value_name = "POLICY|REFERENCE")]
+    pub policy: String,
 
     #[command(flatten)]
     pub trust: TrustArgs,
+
+    #[command(flatten)]
+    pub registry: RegistryFlags,
 
     /// Print one JSON document.
     #[arg(long)]
@@ -160,7 +165,9 @@ pub struct PushArgs {
     pub file: PathBuf,
 
     /// Where to: oci://REGISTRY/REPOSITORY:TAG. Hosts bind the signature to the
-    /// repository's last component: .../policies/web:1.4 takes web.wasm.
+    /// repository's last component: .../policies/web:1.4 takes web.wasm. A digest
+    /// pin (:TAG@sha256:..., or @sha256:... for no tag) is pushed only if the file
+    /// makes exactly that artifact.
     #[arg(value_name = "REFERENCE")]
     pub reference: String,
 
@@ -175,11 +182,17 @@ pub struct PushArgs {
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The policy whose POLICY.minisig to check.
-    pub policy: PathBuf,
+    /// The policy or settings file whose FILE.minisig to check, or an
+    /// oci://REGISTRY/REPOSITORY:TAG reference (pulled from the registry now,
+    /// with its signature referrers, and kept nowhere).
+    #[arg(value_name = "FILE|REFERENCE")]
+    pub policy: String,
 
     #[command(flatten)]
     pub trust: TrustArgs,
+
+    #[command(flatten)]
+    pub registry: RegistryFlags,
 }
 
 #[derive(Debug, Args)]

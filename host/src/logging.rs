@@ -19,10 +19,16 @@ pub enum LogFormat {
 }
 
 /// Installs the subscriber. `level` applies to the host's own diagnostics
-/// (`--log-level`; libraries stay at `warn`); `RUST_LOG` overrides it.
+/// (`--log-level`); `RUST_LOG` overrides it.
+///
+/// Libraries are silent unless `level` is `debug` or `trace`: the host turns
+/// their failures into one error that names the cause (a TLS verifier's
+/// "invalid peer certificate" becomes the registry, the certificate problem
+/// and the setting that fixes it), and a library's own `error` line would be
+/// a second, contextless one.
 pub fn init(format: LogFormat, level: &str) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("warn,policy_host={level},host={level}")));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives(level)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| QuietStderr);
@@ -30,6 +36,16 @@ pub fn init(format: LogFormat, level: &str) {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Human => builder.event_format(Terse).try_init(),
     };
+}
+
+/// The filter for `--log-level LEVEL`: the host's own targets at `level`,
+/// libraries off, or at `warn` when debugging.
+fn directives(level: &str) -> String {
+    let libraries = match level.trim().to_ascii_lowercase().as_str() {
+        "debug" | "trace" => "warn",
+        _ => "off",
+    };
+    format!("{libraries},policy_host={level},host={level}")
 }
 
 /// The most of one diagnostic shown: messages can quote a policy (a trap
@@ -91,5 +107,18 @@ impl std::io::Write for QuietStderr {
     fn flush(&mut self) -> std::io::Result<()> {
         let _ = std::io::stderr().flush();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::directives;
+
+    #[test]
+    fn libraries_speak_only_when_debugging() {
+        assert_eq!(directives("warn"), "off,policy_host=warn,host=warn");
+        assert_eq!(directives("error"), "off,policy_host=error,host=error");
+        assert_eq!(directives("debug"), "warn,policy_host=debug,host=debug");
+        assert_eq!(directives("TRACE"), "warn,policy_host=TRACE,host=TRACE");
     }
 }

@@ -902,6 +902,17 @@ impl RegistrySettings {
             timeout: r.seconds("registry-timeout")?,
         })
     }
+
+    /// How to reach registries with these settings; `deadline` is when the
+    /// command must be over (a run's wall clock), if it has one.
+    pub fn client_config(self, deadline: Option<std::time::Instant>) -> crate::oci::RegistryConfig {
+        crate::oci::RegistryConfig {
+            ca: self.ca,
+            insecure: self.insecure,
+            timeout: self.timeout,
+            deadline,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 pub mod build;
 pub mod executable;
 pub mod fake_systemctl;
+pub mod metrics;
 pub mod outcome;
 pub mod registry;
 pub mod sandbox;

@@ -29,6 +29,20 @@ pub struct TestRegistry {
 pub struct Options {
     pub tls: bool,
     pub login: Option<(String, String)>,
+    /// What is wrong with its certificate, if anything (with `tls`).
+    pub certificate: Certificate,
+}
+
+/// The registry's certificate, signed by the test CA.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Certificate {
+    /// For 127.0.0.1, valid for two days.
+    #[default]
+    Valid,
+    /// For 127.0.0.2 only: not the address the clients use.
+    OtherName,
+    /// For 127.0.0.1, expired a day ago.
+    Expired,
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -44,8 +58,9 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
-/// A CA, and a certificate for 127.0.0.1 that it signed.
-fn make_certificates(dir: &Path) {
+/// A CA, and a certificate it signed (for 127.0.0.1, unless `certificate`
+/// says otherwise).
+fn make_certificates(dir: &Path, certificate: Certificate) {
     let ec = [
         "-newkey",
         "ec",
@@ -79,9 +94,18 @@ fn make_certificates(dir: &Path) {
     openssl(dir, &csr);
     std::fs::write(
         dir.join("server.ext"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+        format!(
+            "subjectAltName=IP:{}\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+            if certificate == Certificate::OtherName { "127.0.0.2" } else { "127.0.0.1" }
+        ),
     )
     .unwrap();
+    // A negative validity ends before it begins: expired as soon as it is made.
+    let days = if certificate == Certificate::Expired {
+        "-1"
+    } else {
+        "2"
+    };
     openssl(
         dir,
         &[
@@ -97,7 +121,7 @@ fn make_certificates(dir: &Path) {
             "-out",
             "server.pem",
             "-days",
-            "2",
+            days,
             "-extfile",
             "server.ext",
         ],
@@ -139,7 +163,7 @@ impl TestRegistry {
         );
         let mut ca = None;
         if options.tls {
-            make_certificates(dir.path());
+            make_certificates(dir.path(), options.certificate);
             config.push_str(&format!(
                 "  tls:\n    certificate: {}\n    key: {}\n",
                 dir.path().join("server.pem").display(),

@@ -162,12 +162,9 @@ fn sigterm_mid_apply_reports_what_was_done_and_exits_in_order() {
     // The files say the same, and nothing after the signal was changed.
     let written: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(written["interrupted"]["signal"], "SIGTERM");
-    let metrics = fs::read_to_string(&metrics).unwrap();
-    assert!(
-        metrics.contains("policy_host_run_interrupted 1"),
-        "{metrics}"
-    );
-    assert!(metrics.contains("policy_host_run_success 0"), "{metrics}");
+    let metrics = policy_host_e2e::metrics::checked(&metrics);
+    assert_eq!(metrics.value("policy_host_run_interrupted"), 1.0);
+    assert_eq!(metrics.value("policy_host_run_success"), 0.0);
     for unit in ["flt-d", "flt-e"] {
         assert_eq!(
             fake.state(unit),
@@ -343,6 +340,8 @@ fn temporary_files_of_a_killed_run_are_removed_by_the_next() {
     ));
     r.assert_exit(0);
     assert_eq!(temporary_files(&out), Vec::<String>::new());
+    let metrics = policy_host_e2e::metrics::checked(&out.join("policy_host.prom"));
+    assert_eq!(metrics.value("policy_host_run_success"), 1.0);
 }
 
 /// The host killed with SIGKILL at each systemctl call of a converging run
@@ -385,11 +384,8 @@ fn killed_at_every_call_the_next_run_converges() {
             serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap())
                 .unwrap_or_else(|e| panic!("call {k}: the report is not whole: {e}"));
         assert_eq!(report["summary"]["success"], true, "call {k}");
-        let metrics = fs::read_to_string(out.join("policy_host.prom")).unwrap();
-        assert!(
-            metrics.contains("policy_host_run_success 1"),
-            "call {k}: {metrics}"
-        );
+        let metrics = policy_host_e2e::metrics::checked(&out.join("policy_host.prom"));
+        assert_eq!(metrics.value("policy_host_run_success"), 1.0, "call {k}");
         let versions = fs::read_to_string(fake.root().join("state/versions.json")).unwrap();
         serde_json::from_str::<Value>(&versions)
             .unwrap_or_else(|e| panic!("call {k}: the version record is not whole: {e}"));

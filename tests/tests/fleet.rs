@@ -13,7 +13,7 @@ use std::time::Duration;
 use policy_host_e2e::build::{host_binary, policy_wasm, sign_file, trust_args};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{run, Run};
-use policy_host_e2e::registry::{Options, TestRegistry};
+use policy_host_e2e::registry::{Certificate, Options, TestRegistry};
 use serde_json::Value;
 
 const START_WEB: &str = "- service:\n    - web:\n        ensure: running\n";
@@ -350,14 +350,24 @@ fn a_registry_outage_runs_the_last_verified_copy_marked_stale() {
     assert_eq!(json["source"]["stale"], true);
     assert_eq!(json["source"]["digest"], digest_of(&pinned));
     assert_eq!(json["settings_source"]["stale"], true);
-    let metrics = fs::read_to_string(metrics).unwrap();
-    let line = metrics
-        .lines()
-        .find(|l| l.starts_with("policy_host_source_stale{") && l.contains("kind=\"policy\""))
-        .unwrap_or_else(|| panic!("no stale metric:\n{metrics}"));
-    assert!(line.contains(&format!("source=\"{policy_ref}\"")), "{line}");
-    assert!(line.contains(digest_of(&pinned)), "{line}");
-    assert!(line.ends_with(" 1"), "{line}");
+    // Bounded labels on the gauge; where it came from and which digest ran
+    // in the info metric, one series per policy and kind.
+    let samples = policy_host_e2e::metrics::checked(&metrics);
+    assert_eq!(
+        samples.value("policy_host_source_stale{policy=\"web.wasm\",kind=\"policy\"}"),
+        1.0
+    );
+    assert_eq!(
+        samples.value("policy_host_source_stale{policy=\"web.wasm\",kind=\"settings\"}"),
+        1.0
+    );
+    let info = samples.series("policy_host_source_info");
+    assert_eq!(info.len(), 2, "{info:?}");
+    let policy_info = format!(
+        "policy_host_source_info{{policy=\"web.wasm\",kind=\"policy\",source=\"{policy_ref}\",digest=\"{}\"}}",
+        digest_of(&pinned)
+    );
+    assert_eq!(samples.value(&policy_info), 1.0);
 
     // With no verified copy on this machine, the registry's error.
     m.fake.clear_calls();
@@ -371,6 +381,7 @@ fn tls_with_a_private_ca_and_htpasswd_login() {
     let options = Options {
         tls: true,
         login: Some(("ops".into(), "fleet-secret".into())),
+        ..Options::default()
     };
     let Some(registry) = TestRegistry::start(options) else {
         return;
@@ -443,6 +454,239 @@ fn tls_with_a_private_ca_and_htpasswd_login() {
         "{}",
         r.stderr
     );
+}
+
+/// `host verify` and `host inspect` take a reference as they take a file:
+/// the same trust, the same verdict and the same lines, with the digest the
+/// tag points to; `host push` takes a digest pin and refuses one that the
+/// file does not make, before uploading anything.
+#[test]
+fn verify_inspect_and_push_take_references_and_digest_pins() {
+    let Some(registry) = TestRegistry::start(Options::default()) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let (policy_ref, settings_ref, pinned) = m.publish_web(&registry);
+    let host = |args: &[&std::ffi::OsStr]| {
+        let mut cmd = Command::new(host_binary());
+        cmd.args(args).args(trust_args()).args(&m.registry_args);
+        run(cmd)
+    };
+    let os = |s: &str| std::ffi::OsString::from(s);
+
+    // verify: the file and the reference give the same key and comment.
+    let by_file = host(&[&os("verify"), m.path("web.wasm").as_os_str()]);
+    by_file.assert_exit(0);
+    let by_reference = host(&[&os("verify"), &os(&policy_ref)]);
+    by_reference.assert_exit(0);
+    let lines: Vec<&str> = by_reference.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("valid: {pinned}"),
+        "{}",
+        by_reference.stdout
+    );
+    assert_eq!(lines[1..], by_file.stdout.lines().collect::<Vec<_>>()[1..]);
+    assert!(
+        lines[2].contains("file:web.wasm"),
+        "{}",
+        by_reference.stdout
+    );
+    let settings = host(&[&os("verify"), &os(&settings_ref)]);
+    settings.assert_exit(0);
+    assert!(
+        settings.stdout.contains("file:web.yaml"),
+        "{}",
+        settings.stdout
+    );
+
+    // An unsigned artifact is invalid, as an unsigned file is.
+    let unsigned = m.path("unsigned/web.wasm");
+    fs::create_dir_all(unsigned.parent().unwrap()).unwrap();
+    fs::copy(policy_wasm("manifest-policy"), &unsigned).unwrap();
+    let unsigned_ref = registry.reference("policies/unsigned/web:1");
+    m.push(&unsigned, &unsigned_ref).assert_exit(0);
+    let r = host(&[&os("verify"), &os(&unsigned_ref)]);
+    r.assert_exit(1);
+    assert!(r.stdout.starts_with("invalid: oci://"), "{}", r.stdout);
+    assert!(r.stdout.contains("no signature"), "{}", r.stdout);
+
+    // inspect: the same component, world and signature as the file.
+    let file_view = host(&[
+        &os("inspect"),
+        &os("--json"),
+        m.path("web.wasm").as_os_str(),
+    ]);
+    file_view.assert_exit(0);
+    let remote_view = host(&[&os("inspect"), &os("--json"), &os(&policy_ref)]);
+    remote_view.assert_exit(0);
+    let (file_view, remote_view): (Value, Value) = (file_view.json(), remote_view.json());
+    assert_eq!(remote_view["file"], pinned.as_str());
+    for field in ["sha256", "size", "world", "imports", "exports", "signature"] {
+        assert_eq!(remote_view[field], file_view[field], "{field}");
+    }
+    assert_eq!(remote_view["signature"]["status"], "valid");
+    let r = host(&[&os("inspect"), &os(&settings_ref)]);
+    r.assert_exit(1);
+    assert!(
+        r.stderr.contains("is a settings document, not a policy"),
+        "{}",
+        r.stderr
+    );
+
+    // push: a pin the file makes is pushed under its tag, or by digest alone.
+    let policy = m.path("web.wasm");
+    let digest = digest_of(&pinned);
+    let tag_and_pin = format!("{}:2@{digest}", registry.reference("policies/web"));
+    assert_eq!(m.pushed(&policy, &tag_and_pin), pinned);
+    let r = m.run_refs(&registry.reference("policies/web:2"), &settings_ref);
+    r.assert_exit(0);
+    assert_eq!(r.json()["source"]["digest"], digest);
+    let only_pin = format!("{}@{digest}", registry.reference("policies/copy/web"));
+    let copy = m.pushed(&policy, &only_pin);
+    assert_eq!(digest_of(&copy), digest);
+    host(&[&os("verify"), &os(&only_pin)]).assert_exit(0);
+    // A pin the file does not make: refused, and the tag never appears.
+    let wrong = format!(
+        "{}:3@sha256:{}",
+        registry.reference("policies/web"),
+        "0".repeat(64)
+    );
+    let r = m.push(&policy, &wrong);
+    r.assert_exit(1);
+    assert!(
+        r.stderr.contains("nothing was pushed") && r.stderr.contains(digest),
+        "{}",
+        r.stderr
+    );
+    let (status, _) = registry.http(
+        "GET",
+        "/v2/policies/web/manifests/3",
+        "application/vnd.oci.image.manifest.v1+json",
+        b"",
+    );
+    assert_eq!(status, 404);
+}
+
+/// A refusal by the registry's certificate or its login says so, on one
+/// `error:` line that names the setting to change, never as a network
+/// problem, and never with a library's log line as a second error.
+#[test]
+fn registry_errors_name_their_real_cause_once() {
+    let cases = [
+        (
+            Certificate::Valid,
+            false,
+            "certificate not trusted: UnknownIssuer",
+            "--registry-ca",
+        ),
+        (
+            Certificate::OtherName,
+            true,
+            "certificate not valid for this name: NotValidForName",
+            "127.0.0.2",
+        ),
+        (
+            Certificate::Expired,
+            true,
+            "certificate expired: Expired",
+            "renewed",
+        ),
+    ];
+    for (certificate, with_ca, cause, remedy) in cases {
+        let options = Options {
+            tls: true,
+            certificate,
+            ..Options::default()
+        };
+        let Some(registry) = TestRegistry::start(options) else {
+            return;
+        };
+        let m = Machine::new(&registry);
+        let reference = registry.reference("policies/web:1");
+        for command in ["run", "verify", "inspect"] {
+            let mut cmd = m.fake.host_command();
+            cmd.arg(command)
+                .arg(&reference)
+                .args(trust_args())
+                .args(["--registry-timeout", "5"]);
+            if command == "run" {
+                cmd.arg("--lock-file")
+                    .arg(m.path("run.lock"))
+                    .arg("--cache-dir")
+                    .arg(m.path("cache"))
+                    .arg("--state-dir")
+                    .arg(m.path("state"));
+            }
+            if with_ca {
+                cmd.args(&m.registry_args);
+            }
+            let r = run(cmd);
+            r.assert_exit(1);
+            let errors: Vec<&str> = r.stderr.lines().filter(|l| l.contains("error")).collect();
+            assert_eq!(
+                errors.len(),
+                1,
+                "{certificate:?}, {command}: one line:\n{}",
+                r.stderr
+            );
+            for needle in [cause, remedy, registry.addr.as_str()] {
+                assert!(
+                    errors[0].contains(needle),
+                    "{certificate:?}, {command}: {needle:?} not in:\n{}",
+                    r.stderr
+                );
+            }
+            for wrong in ["cannot be reached", "error sending request"] {
+                assert!(
+                    !r.stderr.contains(wrong),
+                    "{certificate:?}, {command}: {wrong:?} in:\n{}",
+                    r.stderr
+                );
+            }
+        }
+        assert_eq!(m.fake.mutating_calls(), Vec::<String>::new());
+    }
+
+    // A login the registry wants and this machine does not have: the
+    // registry, the answer and the credentials file looked at.
+    let options = Options {
+        tls: true,
+        login: Some(("ops".into(), "fleet-secret".into())),
+        ..Options::default()
+    };
+    let Some(registry) = TestRegistry::start(options) else {
+        return;
+    };
+    let m = Machine::new(&registry);
+    let nowhere = m.path("no-docker-config");
+    let r = {
+        let mut cmd = m.fake.host_command();
+        cmd.env("DOCKER_CONFIG", &nowhere)
+            .arg("verify")
+            .arg(registry.reference("policies/web:1"))
+            .args(trust_args())
+            .args(&m.registry_args);
+        run(cmd)
+    };
+    r.assert_exit(1);
+    let errors: Vec<&str> = r.stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "one line:\n{}", r.stderr);
+    let expected_config = nowhere.join("config.json");
+    for needle in [
+        format!(
+            "registry {} refused access (401 Unauthorized)",
+            registry.addr
+        ),
+        expected_config.display().to_string(),
+        "does not exist".to_owned(),
+    ] {
+        assert!(
+            errors[0].contains(&needle),
+            "{needle:?} not in:\n{}",
+            r.stderr
+        );
+    }
 }
 
 #[test]

@@ -77,11 +77,11 @@ fn changes_a_policy_leaves_out_of_its_report_are_reported_and_fail_the_run() {
     );
     assert_eq!(json["summary"]["changed"], 1);
     assert_eq!(json["summary"]["failed"], 1);
-    let metrics = std::fs::read_to_string(metrics).unwrap();
-    assert!(metrics.contains("policy_host_run_success 0"), "{metrics}");
-    assert!(
-        metrics.contains("policy_host_resources{state=\"changed\"} 1"),
-        "{metrics}"
+    let metrics = policy_host_e2e::metrics::checked(&metrics);
+    assert_eq!(metrics.value("policy_host_run_success"), 0.0);
+    assert_eq!(
+        metrics.value("policy_host_resources{state=\"changed\"}"),
+        1.0
     );
 
     // The human report names sshd and what was done to it.

@@ -118,6 +118,7 @@ fn report_and_metrics_files_are_written() {
     let report: Value = serde_json::from_str(&fs::read_to_string(&report_file).unwrap()).unwrap();
     assert_eq!(report["summary"]["changed"], 3);
     assert_eq!(report["summary"]["success"], true);
+    policy_host_e2e::metrics::checked(&metrics_file);
     let metrics = fs::read_to_string(&metrics_file).unwrap();
     for line in [
         "policy_host_resources{state=\"total\"} 3",
@@ -167,11 +168,8 @@ fn a_run_that_cannot_happen_still_reports_failure_to_monitoring() {
         ],
     );
     assert_code(&out, 1);
-    let metrics = fs::read_to_string(&metrics_file).unwrap();
-    assert!(
-        metrics.lines().any(|l| l == "policy_host_run_success 0"),
-        "{metrics}"
-    );
+    let metrics = policy_host_e2e::metrics::checked(&metrics_file);
+    assert_eq!(metrics.value("policy_host_run_success"), 0.0);
     let report: Value = serde_json::from_str(&fs::read_to_string(&report_file).unwrap()).unwrap();
     assert!(
         report["error"].as_str().unwrap().contains("not signed"),
@@ -415,4 +413,42 @@ fn json_logs_are_one_object_per_line() {
         lines.iter().any(|l| l.contains("signature verified")),
         "{lines:#?}"
     );
+}
+
+/// `host status` applies the allowlist as a run does: a unit outside it is
+/// not read (systemctl never hears of it), and its line says why.
+#[test]
+fn status_says_when_a_unit_is_outside_the_allowlist() {
+    let fake = web_host();
+    let status = |extra: &[&str]| {
+        let mut cmd = fake.host_command();
+        cmd.args(["status", "httpd", "legacy-ftpd", "--provider", "systemctl"])
+            .args(extra);
+        cmd.output().expect("run host status")
+    };
+    let out = status(&["--allow-unit", "http*", "--json"]);
+    assert_code(&out, 1);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["units"][0]["active"], "inactive", "{json:#}");
+    assert_eq!(json["units"][1]["error_kind"], "denied", "{json:#}");
+    assert!(
+        json["units"][1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("unit legacy-ftpd is not allowed on this machine (--allow-unit http*)"),
+        "{json:#}"
+    );
+    assert!(
+        fake.calls().iter().all(|c| !c.contains("legacy-ftpd")),
+        "{:?}",
+        fake.calls()
+    );
+    let human = status(&["--allow-unit", "http*"]);
+    assert!(
+        text(&human.stdout).contains("\"legacy-ftpd\"  error: unit legacy-ftpd is not allowed"),
+        "{}",
+        text(&human.stdout)
+    );
+    // Without an allowlist, both are read.
+    assert_code(&status(&[]), 0);
 }

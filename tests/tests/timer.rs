@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use policy_host_e2e::build;
+use policy_host_e2e::metrics::{self, Samples};
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
 
@@ -209,24 +210,56 @@ impl Machine {
         );
     }
 
+    /// The metrics file the service wrote, checked by `promtool`.
+    fn metrics(&self) -> Samples {
+        let text = self.cat(METRICS);
+        metrics::check_text(&text);
+        metrics::parse(&text)
+    }
+
+    /// The host's samples as Prometheus gets them: through Debian's
+    /// node_exporter (its packaged unit, as user prometheus), whose textfile
+    /// collector reads the directory the service writes into.
+    fn scrape(&self) -> Samples {
+        self.sandbox
+            .systemctl_ok(&["start", "prometheus-node-exporter.service"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let page = loop {
+            let out = self
+                .sandbox
+                .exec(&["curl", "-sSf", "http://127.0.0.1:9100/metrics"]);
+            if out.status.success() {
+                break String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node_exporter did not answer within 20 s: {}
+{}",
+                text(&out.stderr),
+                text(
+                    &self
+                        .sandbox
+                        .exec(&["journalctl", "--no-pager", "-u", "prometheus-node-exporter"])
+                        .stdout
+                )
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let ours: String = page
+            .lines()
+            .filter(|l| {
+                l.starts_with("policy_host_") || l.starts_with("node_textfile_scrape_error")
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        metrics::parse(&ours)
+    }
+
     fn report(&self) -> Value {
         let json = self.cat(REPORT);
         serde_json::from_str(&json)
             .unwrap_or_else(|e| panic!("{REPORT} is not JSON ({e}):\n{json}"))
     }
-}
-
-/// The value of metric line `name` (e.g. `policy_host_run_success`, or with
-/// its labels `policy_host_resources{state="changed"}`).
-fn metric(metrics: &str, name: &str) -> f64 {
-    let value = metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {name} in the metrics:\n{metrics}"));
-    value
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{name} {value:?}: {e}"))
 }
 
 /// The timer schedule for a test: the empty assignment clears the shipped
@@ -349,27 +382,48 @@ fn the_timer_runs_the_policies_under_the_hardened_service() {
     assert_eq!(report["summary"]["changed"], 3, "{report:#}");
     assert_eq!(report["summary"]["failed"], 0, "{report:#}");
 
-    let metrics = m.cat(METRICS);
-    assert_eq!(metric(&metrics, "policy_host_run_success"), 1.0);
+    let metrics = m.metrics();
+    assert_eq!(metrics.value("policy_host_run_success"), 1.0);
     assert_eq!(
-        metric(&metrics, r#"policy_host_resources{state="total"}"#),
+        metrics.value(r#"policy_host_resources{state="total"}"#),
         3.0
     );
     assert_eq!(
-        metric(&metrics, r#"policy_host_resources{state="changed"}"#),
+        metrics.value(r#"policy_host_resources{state="changed"}"#),
         3.0
     );
     assert_eq!(
-        metric(&metrics, r#"policy_host_resources{state="failed"}"#),
+        metrics.value(r#"policy_host_resources{state="failed"}"#),
         0.0
     );
-    assert!(metric(&metrics, "policy_host_run_duration_seconds") > 0.0);
+    assert!(metrics.value("policy_host_run_duration_seconds") > 0.0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    let at = metric(&metrics, "policy_host_last_run_timestamp_seconds");
+    let at = metrics.value("policy_host_last_run_timestamp_seconds");
     assert!((now - at).abs() < 120.0, "last run at {at}, now {now}");
+    // Read by node_exporter, as Prometheus scrapes it: the same values, and
+    // the textfile collector found nothing wrong with the file.
+    let scraped = m.scrape();
+    assert_eq!(scraped.value("node_textfile_scrape_error"), 0.0);
+    for series in [
+        "policy_host_run_success",
+        r#"policy_host_resources{state="total"}"#,
+        r#"policy_host_resources{state="changed"}"#,
+        r#"policy_host_resources{state="failed"}"#,
+        "policy_host_last_run_timestamp_seconds",
+        r#"policy_host_source_stale{policy="example_policy.wasm",kind="policy"}"#,
+        "policy_host_run_interrupted",
+    ] {
+        assert_eq!(scraped.value(series), metrics.value(series), "{series}");
+    }
+    let info = scraped.series("policy_host_source_info");
+    assert_eq!(info.len(), 1, "{info:?}");
+    assert!(
+        info[0].contains(r#"kind="policy""#) && info[0].contains(r#"digest="sha256:"#),
+        "{info:?}"
+    );
     // node_exporter runs as its own user: it must be able to read them.
     let modes = m.ok(&["stat", "-c", "%a %U", METRICS, REPORT]);
     assert_eq!(modes.lines().collect::<Vec<_>>(), ["644 root", "644 root"]);
@@ -446,10 +500,10 @@ fn the_timer_runs_the_policies_under_the_hardened_service() {
     assert_eq!(report["summary"]["success"], true, "{report:#}");
     assert_eq!(report["summary"]["changed"], 0, "{report:#}");
     assert_eq!(report["compile"]["cache"], "hit", "{report:#}");
-    let metrics = m.cat(METRICS);
-    assert_eq!(metric(&metrics, "policy_host_run_success"), 1.0);
+    let metrics = m.metrics();
+    assert_eq!(metrics.value("policy_host_run_success"), 1.0);
     assert_eq!(
-        metric(&metrics, r#"policy_host_resources{state="changed"}"#),
+        metrics.value(r#"policy_host_resources{state="changed"}"#),
         0.0
     );
     assert_eq!(m.state("httpd"), ("active".into(), "enabled".into()));

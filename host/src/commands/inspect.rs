@@ -1,20 +1,22 @@
-//! `host inspect POLICY`: what a policy file is, what it asks for, who signed it.
+//! `host inspect POLICY|REFERENCE`: what a policy is, what it asks for, who
+//! signed it. A reference is pulled from its registry now and its signature
+//! checked as `run` checks it; `file` then names the digest it pointed to.
 //!
 //! Inspecting compiles the component (to read its imports and exports) but
 //! never instantiates or runs it.
 
-use std::path::Path;
-
-use anyhow::Context as _;
+use anyhow::{bail, Context as _};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
+use crate::admission::{examine_reference, Location};
 use crate::cli::InspectArgs;
+use crate::oci::{Kind, Registry};
 use crate::runtime::load::{check_header, check_policy_world, interface_names, LoadError};
 use crate::runtime::PolicyRuntime;
-use crate::settings::{resolve_trust, ConfigFile, RunSettings};
-use crate::signature::{SignatureError, Trust};
+use crate::settings::{resolve_trust, ConfigFile, RegistrySettings, RunSettings};
+use crate::signature::{SignatureError, Verified};
 use crate::text::{hex, one_line};
 
 #[derive(Debug, Serialize)]
@@ -43,10 +45,29 @@ struct SignatureStatus {
 pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
     let file = ConfigFile::load(args.trust.config.as_deref())?;
     let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
-    let bytes = std::fs::read(&args.policy)
-        .with_context(|| format!("reading {}", args.policy.display()))?;
+    let (shown, bytes, verdict) = match Location::parse(&args.policy)? {
+        Location::File(path) => {
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let verdict = trust.verify("policy", &path, &bytes);
+            (path.display().to_string(), bytes, verdict)
+        }
+        Location::Oci(reference) => {
+            let settings = RegistrySettings::resolve(&args.registry, &file)?;
+            let registry = Registry::new(settings.client_config(None))?;
+            let (pulled, verdict) = examine_reference(&registry, &trust, &reference)?;
+            let shown = reference.pinned(&pulled.digest).to_string();
+            if pulled.kind != Kind::Policy {
+                bail!(
+                    "{shown} is a {} document, not a policy: `host verify` checks its signature",
+                    pulled.kind.what()
+                );
+            }
+            (shown, pulled.bytes, verdict)
+        }
+    };
     let mut inspection = Inspection {
-        file: args.policy.display().to_string(),
+        file: shown,
         size: bytes.len(),
         sha256: hex(&Sha256::digest(&bytes)),
         kind: "component".into(),
@@ -54,7 +75,7 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
         problem: None,
         imports: Vec::new(),
         exports: Vec::new(),
-        signature: signature_status(&trust, &args.policy, &bytes),
+        signature: signature_status(verdict),
     };
     match check_header(&bytes) {
         Err(LoadError::CoreModule) => inspection.kind = "core module".into(),
@@ -82,8 +103,8 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn signature_status(trust: &Trust, policy: &Path, bytes: &[u8]) -> SignatureStatus {
-    match trust.verify("policy", policy, bytes) {
+fn signature_status(verdict: Result<Verified, SignatureError>) -> SignatureStatus {
+    match verdict {
         Ok(v) => SignatureStatus {
             status: "valid",
             key_id: Some(v.key_id),
@@ -92,7 +113,8 @@ fn signature_status(trust: &Trust, policy: &Path, bytes: &[u8]) -> SignatureStat
         },
         Err(e) => SignatureStatus {
             status: match e {
-                SignatureError::MissingSignature { .. } => "unsigned",
+                SignatureError::MissingSignature { .. }
+                | SignatureError::NoSignatureReferrer { .. } => "unsigned",
                 _ => "invalid",
             },
             key_id: None,

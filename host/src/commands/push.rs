@@ -1,18 +1,22 @@
 //! `host push FILE oci://REGISTRY/REPOSITORY:TAG`: uploads a policy (as a
 //! CNCF Wasm OCI Artifact) or a settings document, then its `.minisig` as a
 //! referrer of it, and prints the digest reference that pins what was
-//! pushed.
+//! pushed. A reference pinned by digest (`:TAG@sha256:...`, or
+//! `@sha256:...` alone for no tag) is pushed only when the file makes
+//! exactly that artifact.
 //!
 //! Pushing checks what it can without the hosts' keys: the file is a
 //! component (or UTF-8 text), and its signature names the file a host will
 //! expect from that repository. An unsigned or misnamed push is not refused
 //! (a host refuses it), but said.
 
+use std::time::{Duration, SystemTime};
+
 use anyhow::{bail, Context as _};
 
 use crate::cli::PushArgs;
 use crate::oci::layout::{self, Kind, IMAGE_INDEX, IMAGE_MANIFEST};
-use crate::oci::{OciRef, Registry, RegistryConfig};
+use crate::oci::{OciRef, Registry};
 use crate::settings::{ConfigFile, RegistrySettings};
 use crate::signature::{parse_signature, signature_path_for, Claims, MAX_SIGNATURE_FILE};
 
@@ -20,9 +24,6 @@ pub fn execute(args: &PushArgs) -> anyhow::Result<i32> {
     let file = ConfigFile::load(args.config.as_deref())?;
     let settings = RegistrySettings::resolve(&args.registry, &file)?;
     let reference = OciRef::parse(&args.reference)?;
-    if reference.digest.is_some() {
-        bail!("{reference}: push to a tag (oci://REGISTRY/REPOSITORY:TAG); the digest is what push prints");
-    }
     let file_name = args
         .file
         .file_name()
@@ -31,26 +32,35 @@ pub fn execute(args: &PushArgs) -> anyhow::Result<i32> {
     let kind = Kind::of_file(&file_name)?;
     let bytes =
         std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let signature = read_signature(args, &file_name, &reference, kind)?;
     let artifact = match kind {
-        Kind::Policy => layout::policy_artifact(&file_name, bytes)?,
+        Kind::Policy => layout::policy_artifact(&file_name, bytes, created(args, &signature)?)?,
         Kind::Settings => layout::settings_artifact(&file_name, bytes)?,
     };
-    let signature = read_signature(args, &file_name, &reference, kind)?;
+    let digest = artifact.digest();
+    // A pinned reference says what must be pushed: checked before any upload.
+    if let Some(pinned) = &reference.digest {
+        if *pinned != digest {
+            bail!(
+                "{reference}: {} makes an artifact whose digest is {digest}, not the pinned {pinned}; nothing was pushed",
+                args.file.display()
+            );
+        }
+    }
+    // Under the tag when there is one, else by digest alone.
+    let destination = match &reference.tag {
+        Some(tag) => reference.tagged(tag),
+        None => reference.pinned(&digest),
+    };
 
-    let registry = Registry::new(RegistryConfig {
-        ca: settings.ca,
-        insecure: settings.insecure,
-        timeout: settings.timeout,
-        deadline: None,
-    })?;
+    let registry = Registry::new(settings.client_config(None))?;
     for blob in &artifact.blobs {
         registry.push_blob(&reference, blob)?;
     }
-    registry.push_manifest(&reference, &artifact.manifest, IMAGE_MANIFEST)?;
-    let digest = artifact.digest();
+    registry.push_manifest(&destination, &artifact.manifest, IMAGE_MANIFEST)?;
     let pinned = reference.pinned(&digest);
 
-    if let Some(minisig) = signature {
+    if let Some(Signature { text: minisig, .. }) = signature {
         let signature = layout::signature_artifact(artifact.descriptor(), &file_name, minisig);
         for blob in &signature.blobs {
             registry.push_blob(&reference, blob)?;
@@ -80,6 +90,24 @@ pub fn execute(args: &PushArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// A file's `.minisig`, and what its trusted comment claims.
+struct Signature {
+    text: Vec<u8>,
+    claims: Claims,
+}
+
+/// The policy artifact's `created` time: when the file was signed, so that a
+/// signed file makes the same digest on every push (a digest pin can name
+/// it in advance); for an unsigned file, when it was last modified.
+fn created(args: &PushArgs, signature: &Option<Signature>) -> anyhow::Result<SystemTime> {
+    if let Some(signed_at) = signature.as_ref().and_then(|s| s.claims.signed_at) {
+        return Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(signed_at));
+    }
+    std::fs::metadata(&args.file)
+        .and_then(|m| m.modified())
+        .with_context(|| format!("reading the modification time of {}", args.file.display()))
+}
+
 /// The file's `.minisig`, checked for what can be checked here; `None`
 /// (with a warning) when there is none.
 fn read_signature(
@@ -87,7 +115,7 @@ fn read_signature(
     file_name: &str,
     reference: &OciRef,
     kind: Kind,
-) -> anyhow::Result<Option<Vec<u8>>> {
+) -> anyhow::Result<Option<Signature>> {
     let path = signature_path_for(&args.file);
     let text = match std::fs::metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -127,5 +155,8 @@ fn read_signature(
             expected.join(" or ")
         ),
     }
-    Ok(Some(text.into_bytes()))
+    Ok(Some(Signature {
+        text: text.into_bytes(),
+        claims,
+    }))
 }

@@ -14,7 +14,7 @@ use crate::contract::RunOptions;
 use crate::guest::GuestOutcome;
 use crate::interrupt;
 use crate::lock::{RunLock, Wait};
-use crate::oci::{Kind, Registry, RegistryConfig, Store};
+use crate::oci::{Kind, Registry, Store};
 use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{Provider, SystemdConfig, SystemdProvider};
 use crate::report::{
@@ -220,13 +220,9 @@ fn remote(
     if !remote_jobs {
         return Ok(None);
     }
-    let registry = RegistrySettings::resolve(&args.registry, file)?;
-    let registry = Registry::new(RegistryConfig {
-        ca: registry.ca,
-        insecure: registry.insecure,
-        timeout: registry.timeout,
-        deadline: Some(started + settings.limits.wall_clock),
-    })?;
+    let registry = RegistrySettings::resolve(&args.registry, file)?
+        .client_config(Some(started + settings.limits.wall_clock));
+    let registry = Registry::new(registry)?;
     let store = match Store::open(&settings.cache_dir) {
         Ok(store) => Some(store),
         Err(e) => {

@@ -3,6 +3,9 @@
 //! D-Bus or with systemctl as `--provider` says. Read-only: no reload, no
 //! lock, no policy. For operators asking what the host sees, and for the
 //! tests that hold the two readers to the same answers.
+//!
+//! The unit allowlist applies as it does to a policy: a unit outside it is
+//! not read, and its line says so (`denied`, naming the patterns).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -52,7 +55,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
             systemctl,
             timeout: settings.systemctl_timeout,
             noop: true,
-            allow: None,
+            allow: settings.allow,
             status_via: settings.status_via,
         },
         Box::new(ProcessRunner),

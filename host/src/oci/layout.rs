@@ -72,6 +72,25 @@ impl Kind {
         }
     }
 
+    /// The kind of artifact a manifest describes, from its config's media
+    /// type (a Wasm component) or its artifact type (a settings document);
+    /// [`check_artifact`] then checks the rest.
+    pub fn of_manifest(manifest: &[u8]) -> anyhow::Result<Self> {
+        let manifest: Manifest = serde_json::from_slice(manifest)
+            .context("the manifest is not an OCI image manifest")?;
+        if manifest.config.media_type == WASM_CONFIG {
+            Ok(Kind::Policy)
+        } else if manifest.artifact_type.as_deref() == Some(SETTINGS_ARTIFACT) {
+            Ok(Kind::Settings)
+        } else {
+            bail!(
+                "neither a policy (config {WASM_CONFIG}) nor a settings document (artifact type {SETTINGS_ARTIFACT}): its config is {} and its artifact type {}",
+                manifest.config.media_type,
+                manifest.artifact_type.as_deref().unwrap_or("(none)")
+            )
+        }
+    }
+
     /// The file names a signature may bind for an artifact of this kind in a
     /// repository whose last component is `name`, and whose layer has
     /// `layer_media_type`.
@@ -251,11 +270,20 @@ fn component_world(bytes: &[u8]) -> anyhow::Result<ComponentWorld> {
 }
 
 /// A policy component as a CNCF Wasm OCI Artifact.
-pub fn policy_artifact(file_name: &str, component: Vec<u8>) -> anyhow::Result<Artifact> {
+///
+/// `created` is the config's `created` time. It is the only input that is
+/// not the file itself, so the caller passes a time the file fixes (its
+/// signing time): the same file then makes the same artifact, and the same
+/// digest, wherever and whenever it is pushed.
+pub fn policy_artifact(
+    file_name: &str,
+    component: Vec<u8>,
+    created: std::time::SystemTime,
+) -> anyhow::Result<Artifact> {
     let world = component_world(&component).with_context(|| file_name.to_owned())?;
     let layer = Blob::new(WASM_LAYER, component);
     let config = WasmConfig {
-        created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        created: humantime::format_rfc3339_seconds(created).to_string(),
         architecture: "wasm",
         os: "wasip2",
         layer_digests: vec![layer.descriptor.digest.clone()],
@@ -463,10 +491,23 @@ mod tests {
     /// The smallest component: the preamble of the component encoding.
     const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
     const CORE_MODULE: &[u8] = b"\0asm\x01\0\0\0";
+    const SOME_TIME: std::time::SystemTime = std::time::SystemTime::UNIX_EPOCH;
+
+    #[test]
+    fn the_same_file_and_time_make_the_same_digest() {
+        let a = policy_artifact("web.wasm", EMPTY_COMPONENT.to_vec(), SOME_TIME).unwrap();
+        let b = policy_artifact("web.wasm", EMPTY_COMPONENT.to_vec(), SOME_TIME).unwrap();
+        assert_eq!(a.digest(), b.digest());
+        let later = SOME_TIME + std::time::Duration::from_secs(1);
+        let c = policy_artifact("web.wasm", EMPTY_COMPONENT.to_vec(), later).unwrap();
+        assert_ne!(a.digest(), c.digest());
+        let config: serde_json::Value = serde_json::from_slice(&a.blobs[0].bytes).unwrap();
+        assert_eq!(config["created"], "1970-01-01T00:00:00Z");
+    }
 
     #[test]
     fn a_policy_is_a_cncf_wasm_artifact() {
-        let artifact = policy_artifact("web.wasm", EMPTY_COMPONENT.to_vec()).unwrap();
+        let artifact = policy_artifact("web.wasm", EMPTY_COMPONENT.to_vec(), SOME_TIME).unwrap();
         let manifest: serde_json::Value = serde_json::from_slice(&artifact.manifest).unwrap();
         assert_eq!(manifest["schemaVersion"], 2);
         assert_eq!(manifest["mediaType"], IMAGE_MANIFEST);
@@ -490,13 +531,13 @@ mod tests {
 
     #[test]
     fn a_core_module_is_not_pushed() {
-        let err = policy_artifact("web.wasm", CORE_MODULE.to_vec()).unwrap_err();
+        let err = policy_artifact("web.wasm", CORE_MODULE.to_vec(), SOME_TIME).unwrap_err();
         assert!(format!("{err:#}").contains("not a component"), "{err:#}");
     }
 
     #[test]
     fn pulled_manifests_are_checked() {
-        let policy = policy_artifact("web.wasm", EMPTY_COMPONENT.to_vec()).unwrap();
+        let policy = policy_artifact("web.wasm", EMPTY_COMPONENT.to_vec(), SOME_TIME).unwrap();
         let err = check_artifact(&policy.manifest, Kind::Policy, "web", 4).unwrap_err();
         assert!(err.to_string().contains("more than the 4 allowed"), "{err}");
         let err = check_artifact(&policy.manifest, Kind::Settings, "web", 1 << 20).unwrap_err();
@@ -518,7 +559,7 @@ mod tests {
 
     #[test]
     fn a_signature_refers_to_its_subject() {
-        let policy = policy_artifact("web.wasm", EMPTY_COMPONENT.to_vec()).unwrap();
+        let policy = policy_artifact("web.wasm", EMPTY_COMPONENT.to_vec(), SOME_TIME).unwrap();
         let signature = signature_artifact(policy.descriptor(), "web.wasm", b"sig".to_vec());
         let layer = check_signature(&signature.manifest, &policy.digest()).unwrap();
         assert_eq!(layer.digest, sha256_digest(b"sig"));

@@ -17,7 +17,7 @@ pub mod registry;
 pub mod store;
 
 pub use layout::Kind;
-pub use pull::{pull, Pulled};
+pub use pull::{pull, pull_fresh, Pulled};
 pub use reference::OciRef;
 pub use registry::{Registry, RegistryConfig};
 pub use store::Store;

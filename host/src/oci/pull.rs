@@ -91,6 +91,19 @@ pub fn pull(
     }
 }
 
+/// Pulls `reference` from the registry itself, whatever kind of artifact it
+/// is (the manifest says), for a command that shows what a reference points
+/// to now: no kept copy stands in for it, and nothing is kept.
+pub fn pull_fresh(registry: &Registry, reference: &OciRef) -> anyhow::Result<Pulled> {
+    let (manifest, digest) = registry
+        .manifest(reference)
+        .with_context(|| format!("pulling {reference}"))?;
+    let kind = Kind::of_manifest(&manifest)
+        .with_context(|| format!("{reference} ({digest}) is not a policy-host artifact"))?;
+    from_manifest(registry, None, reference, kind, manifest, digest)
+        .with_context(|| format!("pulling {reference}"))
+}
+
 fn fresh(
     registry: &Registry,
     store: Option<&Store>,
@@ -98,6 +111,19 @@ fn fresh(
     kind: Kind,
 ) -> anyhow::Result<Pulled> {
     let (manifest, digest) = registry.manifest(reference)?;
+    from_manifest(registry, store, reference, kind, manifest, digest)
+}
+
+/// The rest of a pull, once the manifest is read: its checks, the layer
+/// (from the store when it was verified here before), the signatures.
+fn from_manifest(
+    registry: &Registry,
+    store: Option<&Store>,
+    reference: &OciRef,
+    kind: Kind,
+    manifest: Vec<u8>,
+    digest: String,
+) -> anyhow::Result<Pulled> {
     let checked = layout::check_artifact(&manifest, kind, reference.name(), max_bytes(kind))
         .with_context(|| format!("{reference} ({digest}) is not a {} artifact", kind.what()))?;
     // Unchanged since it was verified here: nothing more to download.

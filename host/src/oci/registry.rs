@@ -42,13 +42,27 @@ pub struct RegistryConfig {
 }
 
 /// The registry could not be reached, or did not answer in time, or failed
-/// on its side (5xx): an outage, after which the last verified copy may run.
-/// Any other refusal is an answer, and is not this.
+/// on its side (5xx), or its certificate was refused: an outage, after which
+/// the last verified copy may run (it was verified by its signature, which a
+/// registry cannot forge). Any other refusal is an answer, and is not this.
 #[derive(Debug, thiserror::Error)]
-#[error("registry {registry} cannot be reached: {reason}")]
-pub struct Unreachable {
-    pub registry: String,
-    pub reason: String,
+pub enum Unreachable {
+    /// No connection, no answer in time, a 5xx, a body cut short.
+    #[error("registry {registry} cannot be reached: {reason}")]
+    Down { registry: String, reason: String },
+    /// The TLS handshake failed on the registry's certificate: the network
+    /// is fine, and the sentence says what to change.
+    #[error("registry {registry}: {problem}")]
+    Certificate { registry: String, problem: String },
+}
+
+impl Unreachable {
+    fn down(registry: &str, reason: impl Into<String>) -> Self {
+        Unreachable::Down {
+            registry: registry.to_owned(),
+            reason: reason.into(),
+        }
+    }
 }
 
 /// Whether `error` (or its cause) is an outage rather than an answer.
@@ -158,10 +172,10 @@ impl Registry {
         self.runtime
             .block_on(async { tokio::time::timeout(timeout, request).await })
             .unwrap_or_else(|_| {
-                Err(Unreachable {
-                    registry: reference.registry.clone(),
-                    reason: format!("no answer within {}", humantime::format_duration(timeout)),
-                }
+                Err(Unreachable::down(
+                    &reference.registry,
+                    format!("no answer within {}", humantime::format_duration(timeout)),
+                )
                 .into())
             })
     }
@@ -453,24 +467,25 @@ fn check_status(registry: &str, status: StatusCode) -> anyhow::Result<()> {
         return Ok(());
     }
     if status.is_server_error() {
-        return Err(Unreachable {
-            registry: registry.to_owned(),
-            reason: format!("it answered {status}"),
-        }
-        .into());
+        return Err(Unreachable::down(registry, format!("it answered {status}")).into());
     }
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-        let config = credentials::docker_config_path()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "the Docker configuration".into());
-        bail!(
-            "registry {registry} refused access ({status}); its credentials are read from {config}"
-        );
+        return Err(refused_access(registry, &status.to_string()));
     }
     bail!("registry {registry} answered {status}")
 }
 
+/// A request that got no answer: the certificate problem when the TLS
+/// handshake refused the registry's certificate, otherwise an outage with
+/// the transport's own words.
 fn unreachable(registry: &str, error: &reqwest::Error) -> anyhow::Error {
+    if let Some(problem) = certificate_problem(error) {
+        return Unreachable::Certificate {
+            registry: registry.to_owned(),
+            problem,
+        }
+        .into();
+    }
     let mut reason = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
@@ -478,30 +493,97 @@ fn unreachable(registry: &str, error: &reqwest::Error) -> anyhow::Error {
         source = cause.source();
     }
     if error.is_connect() || error.is_timeout() || error.is_request() || error.is_body() {
-        Unreachable {
-            registry: registry.to_owned(),
-            reason,
-        }
-        .into()
+        Unreachable::down(registry, reason).into()
     } else {
         anyhow!("registry {registry}: {reason}")
     }
+}
+
+/// The rustls error somewhere in `error`'s causes. An `io::Error` hides the
+/// error it wraps from `source()`, so it is opened with `get_ref`.
+fn rustls_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        if let Some(found) = cause.downcast_ref::<rustls::Error>() {
+            return Some(found);
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if let Some(inner) = io.get_ref() {
+                if let Some(found) = rustls_error(inner) {
+                    return Some(found);
+                }
+            }
+        }
+        next = cause.source();
+    }
+    None
+}
+
+/// What was wrong with the registry's certificate, and what fixes it, when
+/// that is why the request failed.
+fn certificate_problem(error: &reqwest::Error) -> Option<String> {
+    use rustls::CertificateError as C;
+    let rustls::Error::InvalidCertificate(certificate) = rustls_error(error)? else {
+        return None;
+    };
+    Some(match certificate {
+        C::UnknownIssuer => "certificate not trusted: UnknownIssuer (signed by an authority this machine does not trust); trust the registry's CA with registry_ca in host.toml or --registry-ca FILE".to_owned(),
+        C::NotValidForName | C::NotValidForNameContext { .. } => {
+            let names = match certificate {
+                C::NotValidForNameContext { presented, .. } if !presented.is_empty() => {
+                    format!(" (it names {})", presented.join(", "))
+                }
+                _ => String::new(),
+            };
+            format!("certificate not valid for this name: NotValidForName{names}; reach the registry by a name its certificate holds, or have the certificate reissued")
+        }
+        C::Expired | C::ExpiredContext { .. } => "certificate expired: Expired; the registry's certificate must be renewed (or this machine's clock is wrong)".to_owned(),
+        C::NotValidYet | C::NotValidYetContext { .. } => "certificate not valid yet: NotValidYet; this machine's clock may be wrong".to_owned(),
+        C::Revoked => "certificate revoked: Revoked".to_owned(),
+        other => format!("certificate refused: {other:?}"),
+    })
+}
+
+/// A 401 or 403: the registry, what it answered, and where this machine's
+/// credentials for it were looked for.
+fn refused_access(registry: &str, answer: &str) -> anyhow::Error {
+    let config = match credentials::docker_config_path() {
+        Some(path) if path.exists() => path.display().to_string(),
+        Some(path) => format!("{}, which does not exist", path.display()),
+        None => "$DOCKER_CONFIG/config.json or ~/.docker/config.json (neither HOME nor DOCKER_CONFIG is set)".into(),
+    };
+    anyhow!("registry {registry} refused access ({answer}); its credentials are read from {config}")
 }
 
 /// An `oci-client` error as an outage or a refusal.
 fn classify(registry: &str, error: OciDistributionError) -> anyhow::Error {
     match error {
         OciDistributionError::RequestError(e) => unreachable(registry, &e),
-        OciDistributionError::ServerError { code, message, .. } if code >= 500 => Unreachable {
-            registry: registry.to_owned(),
-            reason: format!("it answered {code}: {message}"),
+        OciDistributionError::ServerError { code, message, .. } if code >= 500 => {
+            Unreachable::down(registry, format!("it answered {code}: {message}")).into()
         }
-        .into(),
-        OciDistributionError::IoError(e) => Unreachable {
-            registry: registry.to_owned(),
-            reason: e.to_string(),
+        OciDistributionError::IoError(e) => Unreachable::down(registry, e.to_string()).into(),
+        OciDistributionError::ServerError { code, .. } if code == 401 || code == 403 => {
+            let status = StatusCode::from_u16(code).map_or(code.to_string(), |s| s.to_string());
+            refused_access(registry, &status)
         }
-        .into(),
+        OciDistributionError::UnauthorizedError { .. } => {
+            refused_access(registry, &StatusCode::UNAUTHORIZED.to_string())
+        }
+        OciDistributionError::AuthenticationFailure(why) => {
+            refused_access(registry, &format!("authentication failed: {why}"))
+        }
+        OciDistributionError::RegistryError { envelope, .. }
+            if envelope.errors.iter().any(|e| {
+                matches!(
+                    e.code,
+                    oci_client::errors::OciErrorCode::Unauthorized
+                        | oci_client::errors::OciErrorCode::Denied
+                )
+            }) =>
+        {
+            refused_access(registry, &envelope.to_string())
+        }
         other => anyhow!("registry {registry}: {other}"),
     }
 }

@@ -41,30 +41,46 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         "When the last run ended, in seconds since the Unix epoch.",
         &[("", timestamp)],
     );
-    let escape = |v: &str| {
-        v.replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n")
-    };
-    let mut sources = Vec::new();
+    // Bounded labels only: a series per policy and kind, whatever version
+    // runs. Where a source is and which digest ran change with every push;
+    // they go in the `_info` metric, whose one series per policy and kind is
+    // replaced with the next run's, never added to.
+    // A policy listed twice (the manifest policy with two manifests) is told
+    // apart as NAME#2, so that no two series are the same.
+    let mut stale = Vec::new();
+    let mut info = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
     for run in report.map(Report::runs).unwrap_or_default() {
+        let earlier = seen.iter().filter(|name| **name == run.policy).count();
+        seen.push(&run.policy);
+        let policy = match earlier {
+            0 => escape(&run.policy),
+            n => format!("{}#{}", escape(&run.policy), n + 1),
+        };
         for (kind, source) in std::iter::once(("policy", &run.source))
             .chain(run.settings_source.as_ref().map(|s| ("settings", s)))
         {
-            let labels = format!(
-                "{{policy=\"{}\",kind=\"{kind}\",source=\"{}\",digest=\"{}\"}}",
-                escape(&run.policy),
-                escape(&source.location),
-                escape(&source.digest)
-            );
-            sources.push((labels, f64::from(u8::from(source.stale))));
+            let series = format!("policy=\"{policy}\",kind=\"{kind}\"");
+            stale.push((format!("{{{series}}}"), f64::from(u8::from(source.stale))));
+            info.push((
+                format!(
+                    "{{{series},source=\"{}\",digest=\"{}\"}}",
+                    escape(&source.location),
+                    escape(&source.digest)
+                ),
+                1.0,
+            ));
         }
     }
-    let samples: Vec<(&str, f64)> = sources.iter().map(|(l, v)| (l.as_str(), *v)).collect();
     gauge(
         "policy_host_source_stale",
-        "1 if the registry could not be reached and the last verified copy of this source ran, else 0; one series per policy and settings source of the last run.",
-        &samples,
+        "1 if the registry could not be reached and the last verified copy of this source ran, else 0; one series per policy and kind (policy or settings) of the last run.",
+        &borrowed(&stale),
+    );
+    gauge(
+        "policy_host_source_info",
+        "Where each policy and settings source of the last run came from and the digest that ran; always 1, one series per policy and kind, replaced by the next run's.",
+        &borrowed(&info),
     );
     gauge(
         "policy_host_run_interrupted",
@@ -80,4 +96,143 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         &[("", f64::from(u8::from(summary.is_some_and(|s| s.success))))],
     );
     out
+}
+
+/// A label value in the text format: backslash, quote and newline escaped.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn borrowed(samples: &[(String, f64)]) -> Vec<(&str, f64)> {
+    samples.iter().map(|(l, v)| (l.as_str(), *v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::guest::GuestOutcome;
+    use crate::report::{
+        CompileInfo, ProviderInfo, RunRecord, RunReport, SignatureReport, SourceReport,
+    };
+
+    fn source(location: &str, digest: &str, stale: bool) -> SourceReport {
+        SourceReport {
+            location: location.into(),
+            digest: digest.into(),
+            stale,
+            stale_reason: None,
+        }
+    }
+
+    fn run(policy: &str, source: SourceReport, settings: Option<SourceReport>) -> RunReport {
+        RunReport::new(RunRecord {
+            policy: policy.into(),
+            source,
+            settings_source: settings,
+            noop: false,
+            signature: SignatureReport::unverified("test"),
+            compile: CompileInfo {
+                cache: crate::runtime::CacheOutcome::Hit,
+                duration_ms: 0.0,
+            },
+            provider: ProviderInfo {
+                name: "systemd",
+                available: true,
+                detail: None,
+                status_reader: "systemctl",
+                status_note: None,
+            },
+            outcome: GuestOutcome {
+                resources: Vec::new(),
+                errors: Vec::new(),
+                failure: None,
+            },
+            calls: Vec::new(),
+            log: String::new(),
+            duration: Duration::ZERO,
+        })
+    }
+
+    /// The series (name and labels) of `metric` in `text`.
+    fn series<'a>(text: &'a str, metric: &str) -> Vec<&'a str> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{metric}{{")))
+            .map(|l| l.rsplit_once(' ').unwrap().0)
+            .collect()
+    }
+
+    #[test]
+    fn a_new_version_or_place_replaces_series_instead_of_adding_them() {
+        let render = |digest: &str, location: &str, stale: bool| {
+            let report = Report::new(vec![run(
+                "web.wasm",
+                source(location, digest, stale),
+                Some(source("/etc/site.yaml", "sha256:5e", false)),
+            )]);
+            render_metrics(Some(&report), 1.0, SystemTime::UNIX_EPOCH)
+        };
+        let first = render("sha256:aa", "oci://r.example/policies/web:1", false);
+        let second = render("sha256:bb", "oci://r.example/policies/web:2", true);
+        assert_eq!(
+            series(&first, "policy_host_source_stale"),
+            series(&second, "policy_host_source_stale"),
+        );
+        assert_eq!(
+            series(&second, "policy_host_source_stale"),
+            [
+                "policy_host_source_stale{policy=\"web.wasm\",kind=\"policy\"}",
+                "policy_host_source_stale{policy=\"web.wasm\",kind=\"settings\"}",
+            ]
+        );
+        assert!(
+            second.contains("policy_host_source_stale{policy=\"web.wasm\",kind=\"policy\"} 1\n")
+        );
+        // The digest and place are in the info metric, one series per policy and kind.
+        let info = series(&second, "policy_host_source_info");
+        assert_eq!(info.len(), 2, "{second}");
+        assert!(info[0].contains("digest=\"sha256:bb\"") && info[0].contains("web:2"));
+        assert!(!first.contains("sha256:bb") && !second.contains("sha256:aa"));
+    }
+
+    #[test]
+    fn a_policy_listed_twice_gets_series_of_its_own() {
+        let report = Report::new(vec![
+            run(
+                "manifest.wasm",
+                source("/a/manifest.wasm", "sha256:1", false),
+                None,
+            ),
+            run(
+                "manifest.wasm",
+                source("/a/manifest.wasm", "sha256:1", true),
+                None,
+            ),
+        ]);
+        let text = render_metrics(Some(&report), 1.0, SystemTime::UNIX_EPOCH);
+        let stale = series(&text, "policy_host_source_stale");
+        assert_eq!(
+            stale,
+            [
+                "policy_host_source_stale{policy=\"manifest.wasm\",kind=\"policy\"}",
+                "policy_host_source_stale{policy=\"manifest.wasm#2\",kind=\"policy\"}",
+            ]
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let report = Report::new(vec![run(
+            "we\"b\n.wasm",
+            source("C:\\x", "sha256:1", false),
+            None,
+        )]);
+        let text = render_metrics(Some(&report), 1.0, SystemTime::UNIX_EPOCH);
+        assert!(text.contains("policy=\"we\\\"b\\n.wasm\""), "{text}");
+        assert!(text.contains("source=\"C:\\\\x\""), "{text}");
+    }
 }

@@ -120,6 +120,9 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand push" -s h -l he
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l trusted-key -d 'A trusted public key file (minisign format). Repeatable. When none is given, every *.pub file in --trusted-keys-dir is trusted' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l trusted-keys-dir -d 'The system directory of trusted *.pub keys, used when no --trusted-key is given [default: /etc/policy-host/trusted-keys]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l config -d 'The host configuration file: every setting of the host by its key [default: /etc/policy-host/host.toml, when it exists]' -r -F
+complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l registry-ca -d 'A PEM file of certificate authorities trusted for registries, besides the system\'s' -r -F
+complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l insecure-registry -d 'A registry spoken to over plain HTTP, without TLS (a test or an isolated network only); repeatable, adds to the configuration file\'s' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l registry-timeout -d 'The longest one registry request may take, in seconds (never past the run\'s wall clock) [default: 30]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l log-level -d 'The least severe diagnostics shown (error, warn, info, debug, trace); RUST_LOG overrides it' -r
@@ -133,6 +136,9 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand new-policy" -s h
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l trusted-key -d 'A trusted public key file (minisign format). Repeatable. When none is given, every *.pub file in --trusted-keys-dir is trusted' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l trusted-keys-dir -d 'The system directory of trusted *.pub keys, used when no --trusted-key is given [default: /etc/policy-host/trusted-keys]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l config -d 'The host configuration file: every setting of the host by its key [default: /etc/policy-host/host.toml, when it exists]' -r -F
+complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l registry-ca -d 'A PEM file of certificate authorities trusted for registries, besides the system\'s' -r -F
+complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l insecure-registry -d 'A registry spoken to over plain HTTP, without TLS (a test or an isolated network only); repeatable, adds to the configuration file\'s' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l registry-timeout -d 'The longest one registry request may take, in seconds (never past the run\'s wall clock) [default: 30]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l log-level -d 'The least severe diagnostics shown (error, warn, info, debug, trace); RUST_LOG overrides it' -r
