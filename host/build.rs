@@ -21,6 +21,39 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+/// With the `deb` feature, which cargo-deb turns on (`[package.metadata.deb]
+/// features`): the built-in policy the package ships must already be staged
+/// as `<target>/<profile>/manifest-policy.wasm`, a regular file, where
+/// cargo-deb takes it from. `dist/debian/build-package` builds and stages it
+/// first; a bare `cargo deb` stops here with that advice, instead of
+/// shipping a package without its policy.
+fn require_staged_policy() {
+    let out_dir = PathBuf::from(env("OUT_DIR"));
+    // OUT_DIR is <target>/<profile>/build/<package>-<hash>/out.
+    let profile_dir = out_dir
+        .ancestors()
+        .nth(3)
+        .expect("OUT_DIR lies three levels below the profile directory");
+    let staged = profile_dir.join("manifest-policy.wasm");
+    println!("cargo:rerun-if-changed={}", staged.display());
+    match fs::symlink_metadata(&staged) {
+        Ok(meta) if meta.file_type().is_file() => {}
+        found => {
+            let what = match found {
+                Ok(_) => "is not a regular file",
+                Err(_) => "is missing",
+            };
+            eprintln!(
+                "error: the Debian package's built-in policy {} {what}.\n\
+                 Build the package with dist/debian/build-package (it builds the policy for \
+                 wasm32-wasip2, stages it there, then runs cargo deb with your arguments).",
+                staged.display()
+            );
+            std::process::exit(1);
+        }
+    }
+}
+
 /// The directories copied, relative to the workspace root. A new policy
 /// crate gets them under `vendor/` with the same layout, so relative paths
 /// between them (guest-sdk's `wit_bindgen::generate!({ path: "../wit" })`)
@@ -31,6 +64,9 @@ const EMBEDDED_DIRS: [&str; 2] = ["guest-sdk", "wit"];
 const SDK_DIR: &str = "guest-sdk";
 
 fn main() {
+    if std::env::var_os("CARGO_FEATURE_DEB").is_some() {
+        require_staged_policy();
+    }
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR"));
     let root = manifest_dir
         .parent()

@@ -877,13 +877,32 @@ pub fn host_toml_template() -> String {
          #[[policy]]\n\
          #source = \"oci://registry.example.com/policies/web:1.4\"\n\
          #settings = \"oci://registry.example.com/settings/web:prod\"\n\
-         #\n\
-         #[[policy]]\n\
-         #source = \"/usr/lib/policy-host/manifest-policy.wasm\"\n\
-         #settings = \"/etc/policy-host/manifest.yaml\"\n",
+         #\n",
     );
+    out.push_str(BUILT_IN_POLICY_EXAMPLE);
     out
 }
+
+/// The end of the host.toml template: the built-in manifest policy, made
+/// ready to run. Its command lines (`#   ...`) are the ones README.Debian
+/// gives, word for word; tests/tests/debian_package.rs runs them inside the
+/// sandbox and then this `[[policy]]`, uncommented.
+pub const BUILT_IN_POLICY_EXAMPLE: &str = "\
+# The built-in manifest policy (see /usr/share/doc/policy-host/README.Debian). Like every
+# policy it runs only when a key this machine trusts signed it, under the file name given
+# here. Once, a key for this machine (leave out --unencrypted to protect it with a
+# password, which signing then asks for):
+#   policy-host keygen --unencrypted --out /root/policy-host
+#   install -m 0644 /root/policy-host/policy-host.pub /etc/policy-host/trusted-keys/local.pub
+# Then, with the desired state written to /etc/policy-host/manifest.yaml, three commands:
+#   install -D -m 0644 /usr/lib/policy-host/manifest-policy.wasm /etc/policy-host/policies/manifest-policy.wasm
+#   policy-host sign /etc/policy-host/policies/manifest-policy.wasm --key /root/policy-host/policy-host.key
+#   policy-host sign /etc/policy-host/manifest.yaml --key /root/policy-host/policy-host.key
+# and uncomment these three lines:
+#[[policy]]
+#source = \"/etc/policy-host/policies/manifest-policy.wasm\"
+#settings = \"/etc/policy-host/manifest.yaml\"
+";
 
 /// How `run` and `push` reach registries.
 #[derive(Debug, Clone)]

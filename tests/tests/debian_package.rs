@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use policy_host_e2e::build::{self, policy_wasm, sign_file, target_dir, workspace_root};
+use policy_host_e2e::build::{target_dir, workspace_root};
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
 
@@ -27,23 +27,30 @@ fn tool_works(program: &str, args: &[&str]) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Builds the package (version `deb_version`, or the crate's) into `output`.
-fn cargo_deb(output: &Path, deb_version: Option<&str>, no_build: bool) {
+/// The cargo target directory the package is built in: one of its own,
+/// as shared target directories and CI caches set `CARGO_TARGET_DIR`, so
+/// that nothing may depend on where cargo put its build.
+fn package_target_dir() -> PathBuf {
+    target_dir().join("debian-package-target")
+}
+
+fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(workspace_root())
-        .env("CARGO_TARGET_DIR", target_dir())
-        .args(["deb", "-p", "policy-host", "--output"])
-        .arg(output);
-    if let Some(version) = deb_version {
-        cmd.args(["--deb-version", version]);
-    }
-    if no_build {
-        cmd.arg("--no-build");
-    }
-    let out = cmd.output().expect("run cargo deb");
+        .env("CARGO_TARGET_DIR", package_target_dir());
+    cmd
+}
+
+/// `dist/debian/build-package ARGS`, the one documented command.
+fn build_package(args: &[&str]) {
+    let mut cmd = Command::new(workspace_root().join("dist/debian/build-package"));
+    cmd.current_dir(workspace_root())
+        .env("CARGO_TARGET_DIR", package_target_dir())
+        .args(args);
+    let out = cmd.output().expect("run dist/debian/build-package");
     assert!(
         out.status.success(),
-        "cargo deb failed: {}{}",
+        "dist/debian/build-package {args:?} failed: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -60,15 +67,42 @@ fn build_packages() -> Option<(PathBuf, PathBuf)> {
     if !tool_works("cargo", &["deb", "--version"]) {
         return skip_or_fail("cargo-deb is not installed (cargo install cargo-deb --locked)");
     }
-    // The built-in policy the package ships.
-    policy_wasm("manifest-policy");
     let dir = target_dir().join("debian-test");
     std::fs::create_dir_all(&dir).unwrap();
+    // A bare `cargo deb` cannot ship the built-in policy, which is not one
+    // of cargo's own products: it stops, naming the command that can.
+    let staged = package_target_dir().join("release/manifest-policy.wasm");
+    let _ = std::fs::remove_file(&staged);
+    let bare = dir.join("policy-host_bare.deb");
+    let _ = std::fs::remove_file(&bare);
+    let out = cargo()
+        .args(["deb", "-p", "policy-host", "--output"])
+        .arg(&bare)
+        .output()
+        .expect("run cargo deb");
+    let stderr = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a bare cargo deb succeeded:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("manifest-policy.wasm is missing")
+            && stderr.contains("Build the package with dist/debian/build-package"),
+        "{stderr}"
+    );
+    assert!(!bare.exists());
+
     let first = dir.join("policy-host_first.deb");
     let upgrade = dir.join("policy-host_upgrade.deb");
-    cargo_deb(&first, None, false);
+    build_package(&["--output", first.to_str().unwrap()]);
     let version = deb_field(&first, "Version");
-    cargo_deb(&upgrade, Some(&format!("{version}+upgrade1")), true);
+    build_package(&[
+        "--no-build",
+        "--deb-version",
+        &format!("{version}+upgrade1"),
+        "--output",
+        upgrade.to_str().unwrap(),
+    ]);
     Some((first, upgrade))
 }
 
@@ -135,6 +169,81 @@ fn lintian_finds_no_error_and_no_unexplained_warning() {
     assert!(!deb_field(&first, "Homepage").is_empty() || !deb_field(&first, "Vcs-Git").is_empty());
 }
 
+/// The built-in policy is in the package as a regular file, byte for byte
+/// the component cargo built in the package's own target directory.
+#[test]
+fn the_package_ships_the_built_policy_whatever_the_target_directory() {
+    let Some((first, _)) = packages() else { return };
+    let unpacked = tempfile::Builder::new()
+        .prefix("policy-host-deb-")
+        .tempdir_in(target_dir())
+        .unwrap();
+    let out = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&first)
+        .arg(unpacked.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "dpkg-deb -x: {}", text(&out.stderr));
+    let shipped = unpacked
+        .path()
+        .join("usr/lib/policy-host/manifest-policy.wasm");
+    let meta = std::fs::symlink_metadata(&shipped).expect("the policy is in the package");
+    assert!(meta.file_type().is_file(), "{meta:?}");
+    let built = package_target_dir().join("wasm32-wasip2/release/manifest_policy.wasm");
+    assert_eq!(
+        std::fs::read(&shipped).unwrap(),
+        std::fs::read(&built).unwrap(),
+        "the shipped policy is not the component built in {}",
+        package_target_dir().display()
+    );
+    assert!(std::fs::read(&shipped).unwrap().starts_with(b"\0asm"));
+    let readme = unpacked
+        .path()
+        .join("usr/share/doc/policy-host/README.Debian");
+    assert_eq!(
+        std::fs::read_to_string(readme).unwrap(),
+        std::fs::read_to_string(workspace_root().join("dist/debian/README.Debian")).unwrap()
+    );
+}
+
+/// The commands README.Debian gives to make the built-in policy ready, in
+/// order, and the `[[policy]]` lines it says to add.
+fn readme_debian_steps(readme: &str) -> (Vec<String>, Vec<String>) {
+    let indented: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("    "))
+        .collect();
+    let commands = indented
+        .iter()
+        .filter(|l| l.starts_with("policy-host ") || l.starts_with("install "))
+        .map(|l| l.to_string())
+        .collect();
+    let policy = indented
+        .iter()
+        .skip_while(|l| **l != "[[policy]]")
+        .take(3)
+        .map(|l| l.to_string())
+        .collect();
+    (commands, policy)
+}
+
+/// The same, from the host.toml the package installs: `#   ` command lines,
+/// and the commented `[[policy]]` that ends it.
+fn host_toml_steps(host_toml: &str) -> (Vec<String>, Vec<String>) {
+    let commands = host_toml
+        .lines()
+        .filter_map(|l| l.strip_prefix("#   "))
+        .map(str::to_owned)
+        .collect();
+    let lines: Vec<&str> = host_toml.lines().collect();
+    let policy = lines[lines.len() - 3..]
+        .iter()
+        .map(|l| l.strip_prefix('#').expect("commented").to_owned())
+        .collect();
+    (commands, policy)
+}
+
 #[test]
 fn install_configure_run_upgrade_remove_and_purge() {
     let Some((first, upgrade)) = packages() else {
@@ -144,8 +253,6 @@ fn install_configure_run_upgrade_remove_and_purge() {
         skip_or_fail::<()>("bind9-host is not installed (apt-get install bind9-host)");
         return;
     }
-    let policy = build::signed_policy("manifest-policy");
-    let key = build::test_key().public_key;
     let Some(sandbox) = Sandbox::boot_or_skip(&target_dir()) else {
         return;
     };
@@ -186,36 +293,33 @@ fn install_configure_run_upgrade_remove_and_purge() {
     let out = s.ok(&["policy-host", "run", "--json"]);
     assert!(out.contains("\"success\": true"), "{out}");
 
-    // The operator's configuration: a key, a signed policy and settings.
+    // The operator's configuration, as README.Debian and host.toml say, word
+    // for word: a key for the machine, the shipped policy signed under the
+    // name host.toml uses, a signed manifest, the example uncommented.
+    let readme = s.sh("zcat -f /usr/share/doc/policy-host/README.Debian");
+    let host_toml = s.ok(&["cat", "/etc/policy-host/host.toml"]);
+    let (commands, policy_lines) = readme_debian_steps(&readme);
+    assert_eq!(
+        (commands.clone(), policy_lines.clone()),
+        host_toml_steps(&host_toml),
+        "README.Debian and host.toml give the same steps"
+    );
+    assert_eq!(commands.len(), 5, "{commands:#?}");
     sandbox.install_unit("pkg-web", &sleep_service("pkg-web"));
-    let settings = sandbox.share_file(
-        "site.yaml",
+    sandbox.write_file(
+        "/etc/policy-host/manifest.yaml",
         "- service:\n    - pkg-web:\n        ensure: running\n        enable: true\n",
     );
-    sign_file(&settings);
-    s.ok(&[
-        "sh",
-        "-c",
-        r#"set -e
-           install -m 644 "$1" /etc/policy-host/trusted-keys/ops.pub
-           install -d /etc/policy-host/policies
-           install -m 644 "$2" /etc/policy-host/policies/manifest_policy.wasm
-           install -m 644 "$3" /etc/policy-host/policies/manifest_policy.wasm.minisig
-           install -m 644 "$4" /etc/policy-host/site.yaml
-           install -m 644 "$5" /etc/policy-host/site.yaml.minisig
-           cat >> /etc/policy-host/host.toml <<'TOML'
-
-[[policy]]
-source = "/etc/policy-host/policies/manifest_policy.wasm"
-settings = "/etc/policy-host/site.yaml"
-TOML"#,
-        "sh",
-        &path(&key),
-        &path(&policy),
-        &path(&build::signature_path(&policy)),
-        &path(&settings),
-        &path(&build::signature_path(&settings)),
-    ]);
+    for command in &commands {
+        s.sh(command);
+    }
+    let mut configured: Vec<&str> = host_toml.lines().collect();
+    configured.truncate(configured.len() - 3);
+    let configured = format!("{}\n{}\n", configured.join("\n"), policy_lines.join("\n"));
+    sandbox.write_file("/etc/policy-host/host.toml", &configured);
+    let noop = s.ok(&["policy-host", "run", "--noop"]);
+    assert!(noop.contains("pkg-web"), "{noop}");
+    assert_eq!(sandbox.is_active("pkg-web"), "inactive");
     let started = sandbox.exec(&["systemctl", "start", "policy-host.service"]);
     assert!(
         started.status.success(),
@@ -273,8 +377,8 @@ TOML"#,
     ] {
         assert!(!s.exists(gone), "{gone} is still there");
     }
-    assert!(s.exists("/etc/policy-host/trusted-keys/ops.pub"));
-    assert!(s.exists("/etc/policy-host/policies/manifest_policy.wasm"));
+    assert!(s.exists("/etc/policy-host/trusted-keys/local.pub"));
+    assert!(s.exists("/etc/policy-host/policies/manifest-policy.wasm"));
     // bind9's host is untouched throughout.
     assert!(s.sh("host -V 2>&1 || true").contains("host 9."));
 }
