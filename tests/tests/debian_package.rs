@@ -331,6 +331,14 @@ fn install_configure_run_upgrade_remove_and_purge() {
     let report: Value =
         serde_json::from_str(&s.ok(&["cat", "/var/lib/policy-host/last-run.json"])).unwrap();
     assert_eq!(report["summary"]["success"], true, "{report:#}");
+    let metrics = s.ok(&["cat", "/var/lib/prometheus/node-exporter/policy-host.prom"]);
+    policy_host_e2e::metrics::check_text(&metrics);
+    let metrics = policy_host_e2e::metrics::parse(&metrics);
+    assert_eq!(metrics.value("policy_host_run_success"), 1.0);
+    assert_eq!(
+        metrics.value(r#"policy_host_source_stale{policy="manifest-policy.wasm",kind="policy"}"#),
+        0.0
+    );
     let versions = s.ok(&["cat", "/var/lib/policy-host/versions.json"]);
 
     // The timer, enabled as the README says, is scheduled.
