@@ -12,7 +12,7 @@
 //! use policy_host_e2e::sandbox::Sandbox;
 //! # let target = std::path::Path::new("/tmp");
 //! // `target` (e.g. the cargo target dir) is visible read-only inside, at the same path.
-//! let Some(sandbox) = Sandbox::boot_or_skip(target) else { return };
+//! let sandbox = Sandbox::boot_for_test(target);
 //! sandbox.install_unit("demo", &policy_host_e2e::sandbox::sleep_service("demo"));
 //! assert_eq!(sandbox.systemctl(&["start", "demo"]).status.code(), Some(0));
 //! assert_eq!(sandbox.is_active("demo"), "active");
@@ -125,25 +125,20 @@ impl Sandbox {
         Ok(sandbox)
     }
 
-    /// [`boot`](Self::boot), for tests: `None` (after a loud message on
-    /// stderr) when sandboxes are unavailable here, so the test can skip.
-    /// With `CI=true` in the environment nothing is skipped: it panics.
-    /// Panics too when a possible boot fails.
-    pub fn boot_or_skip(share: &Path) -> Option<Sandbox> {
+    /// [`boot`](Self::boot), for tests, which are `#[ignore]`d unless asked
+    /// for (`cargo test -- --include-ignored`, as root): a test that needs
+    /// a sandbox either runs or fails, and is never reported as passed
+    /// without having run. Panics, naming what is missing, when sandboxes
+    /// are impossible here, and when a possible boot fails.
+    pub fn boot_for_test(share: &Path) -> Sandbox {
         match Sandbox::boot(share) {
-            Ok(sandbox) => Some(sandbox),
+            Ok(sandbox) => sandbox,
             Err(err) => match err.downcast_ref::<Unavailable>() {
-                Some(why) if std::env::var("CI").as_deref() != Ok("true") => {
-                    // Straight to stderr: the test harness captures eprintln!.
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "\n*** SKIPPED: this test needs a real systemd. {why}.\n\
-                         *** (Run as root on a Linux machine with systemd installed; \
-                         with CI=true this is a failure.)\n"
-                    );
-                    None
-                }
-                _ => panic!("{err:#}"),
+                Some(why) => panic!(
+                    "this test needs a real systemd: {why} (run the suite as root on Linux with \
+                     systemd installed, as the README's test command does)"
+                ),
+                None => panic!("{err:#}"),
             },
         }
     }

@@ -11,13 +11,14 @@ use policy_host_e2e::build::{target_dir, workspace_root};
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
 
-fn skip_or_fail<T>(why: &str) -> Option<T> {
+/// Panics unless `program ARGS` runs and succeeds: these tests are
+/// `#[ignore]`d unless asked for, and then they run or fail.
+#[track_caller]
+fn require(program: &str, args: &[&str], install: &str) {
     assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{why}; CI=true, so this is a failure, not a skip"
+        tool_works(program, args),
+        "this test needs {program} ({install})"
     );
-    eprintln!("\n*** SKIPPED: {why}: the Debian package is NOT tested.\n");
-    None
 }
 
 fn tool_works(program: &str, args: &[&str]) -> bool {
@@ -58,15 +59,17 @@ fn build_package(args: &[&str]) {
 
 /// The package at its own version and at a higher one, built once per
 /// test process (the tests run in parallel and share the files).
-fn packages() -> Option<(PathBuf, PathBuf)> {
-    static BUILT: std::sync::OnceLock<Option<(PathBuf, PathBuf)>> = std::sync::OnceLock::new();
+fn packages() -> (PathBuf, PathBuf) {
+    static BUILT: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
     BUILT.get_or_init(build_packages).clone()
 }
 
-fn build_packages() -> Option<(PathBuf, PathBuf)> {
-    if !tool_works("cargo", &["deb", "--version"]) {
-        return skip_or_fail("cargo-deb is not installed (cargo install cargo-deb --locked)");
-    }
+fn build_packages() -> (PathBuf, PathBuf) {
+    require(
+        "cargo",
+        &["deb", "--version"],
+        "cargo install cargo-deb --locked",
+    );
     let dir = target_dir().join("debian-test");
     std::fs::create_dir_all(&dir).unwrap();
     // A bare `cargo deb` cannot ship the built-in policy, which is not one
@@ -103,7 +106,7 @@ fn build_packages() -> Option<(PathBuf, PathBuf)> {
         "--output",
         upgrade.to_str().unwrap(),
     ]);
-    Some((first, upgrade))
+    (first, upgrade)
 }
 
 fn deb_field(deb: &Path, field: &str) -> String {
@@ -146,12 +149,10 @@ impl Inside<'_> {
 }
 
 #[test]
+#[ignore = "needs root, systemd, cargo-deb, lintian and bind9-host: cargo test -- --include-ignored, as the README's test command does"]
 fn lintian_finds_no_error_and_no_unexplained_warning() {
-    let Some((first, _)) = packages() else { return };
-    if !tool_works("lintian", &["--version"]) {
-        skip_or_fail::<()>("lintian is not installed");
-        return;
-    }
+    let (first, _) = packages();
+    require("lintian", &["--version"], "apt-get install lintian");
     let out = Command::new("lintian")
         .args(["--fail-on", "error,warning", "--no-tag-display-limit"])
         .arg(&first)
@@ -172,8 +173,9 @@ fn lintian_finds_no_error_and_no_unexplained_warning() {
 /// The built-in policy is in the package as a regular file, byte for byte
 /// the component cargo built in the package's own target directory.
 #[test]
+#[ignore = "needs root, systemd, cargo-deb, lintian and bind9-host: cargo test -- --include-ignored, as the README's test command does"]
 fn the_package_ships_the_built_policy_whatever_the_target_directory() {
-    let Some((first, _)) = packages() else { return };
+    let (first, _) = packages();
     let unpacked = tempfile::Builder::new()
         .prefix("policy-host-deb-")
         .tempdir_in(target_dir())
@@ -245,17 +247,14 @@ fn host_toml_steps(host_toml: &str) -> (Vec<String>, Vec<String>) {
 }
 
 #[test]
+#[ignore = "needs root, systemd, cargo-deb, lintian and bind9-host: cargo test -- --include-ignored, as the README's test command does"]
 fn install_configure_run_upgrade_remove_and_purge() {
-    let Some((first, upgrade)) = packages() else {
-        return;
-    };
-    if !Path::new("/usr/bin/host").exists() {
-        skip_or_fail::<()>("bind9-host is not installed (apt-get install bind9-host)");
-        return;
-    }
-    let Some(sandbox) = Sandbox::boot_or_skip(&target_dir()) else {
-        return;
-    };
+    let (first, upgrade) = packages();
+    assert!(
+        Path::new("/usr/bin/host").exists(),
+        "this test needs bind9-host (apt-get install bind9-host)"
+    );
+    let sandbox = Sandbox::boot_for_test(&target_dir());
     let s = Inside(&sandbox);
     let path = |p: &Path| p.to_str().unwrap().to_owned();
 

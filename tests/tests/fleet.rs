@@ -138,10 +138,9 @@ fn digest_of(pinned: &str) -> &str {
 }
 
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn push_then_run_follows_the_tag_and_refuses_a_rollback() {
-    let Some(registry) = TestRegistry::start(Options::default()) else {
-        return;
-    };
+    let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
     let policy = m.policy("web.wasm");
     let (policy_ref, settings_ref) = (
@@ -209,10 +208,9 @@ fn push_then_run_follows_the_tag_and_refuses_a_rollback() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn unsigned_tampered_untrusted_misnamed_and_two_layer_artifacts_are_refused() {
-    let Some(registry) = TestRegistry::start(Options::default()) else {
-        return;
-    };
+    let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
     let settings_ref = registry.reference("settings/web:prod");
     m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
@@ -317,10 +315,9 @@ fn unsigned_tampered_untrusted_misnamed_and_two_layer_artifacts_are_refused() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn a_registry_outage_runs_the_last_verified_copy_marked_stale() {
-    let Some(mut registry) = TestRegistry::start(Options::default()) else {
-        return;
-    };
+    let mut registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
     let (policy_ref, settings_ref, pinned) = m.publish_web(&registry);
     m.run_refs(&policy_ref, &settings_ref).assert_exit(0);
@@ -377,15 +374,14 @@ fn a_registry_outage_runs_the_last_verified_copy_marked_stale() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn tls_with_a_private_ca_and_htpasswd_login() {
     let options = Options {
         tls: true,
         login: Some(("ops".into(), "fleet-secret".into())),
         ..Options::default()
     };
-    let Some(registry) = TestRegistry::start(options) else {
-        return;
-    };
+    let registry = TestRegistry::start(options);
     let m = Machine::new(&registry);
     let policy_ref = registry.reference("policies/web:1");
     let settings_ref = registry.reference("settings/web:1");
@@ -461,10 +457,9 @@ fn tls_with_a_private_ca_and_htpasswd_login() {
 /// tag points to; `host push` takes a digest pin and refuses one that the
 /// file does not make, before uploading anything.
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn verify_inspect_and_push_take_references_and_digest_pins() {
-    let Some(registry) = TestRegistry::start(Options::default()) else {
-        return;
-    };
+    let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
     let (policy_ref, settings_ref, pinned) = m.publish_web(&registry);
     let host = |args: &[&std::ffi::OsStr]| {
@@ -572,6 +567,7 @@ fn verify_inspect_and_push_take_references_and_digest_pins() {
 /// `error:` line that names the setting to change, never as a network
 /// problem, and never with a library's log line as a second error.
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn registry_errors_name_their_real_cause_once() {
     let cases = [
         (
@@ -599,9 +595,7 @@ fn registry_errors_name_their_real_cause_once() {
             certificate,
             ..Options::default()
         };
-        let Some(registry) = TestRegistry::start(options) else {
-            return;
-        };
+        let registry = TestRegistry::start(options);
         let m = Machine::new(&registry);
         let reference = registry.reference("policies/web:1");
         for command in ["run", "verify", "inspect"] {
@@ -655,9 +649,7 @@ fn registry_errors_name_their_real_cause_once() {
         login: Some(("ops".into(), "fleet-secret".into())),
         ..Options::default()
     };
-    let Some(registry) = TestRegistry::start(options) else {
-        return;
-    };
+    let registry = TestRegistry::start(options);
     let m = Machine::new(&registry);
     let nowhere = m.path("no-docker-config");
     let r = {
@@ -690,10 +682,9 @@ fn registry_errors_name_their_real_cause_once() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn host_toml_lists_the_policies_a_bare_run_runs() {
-    let Some(registry) = TestRegistry::start(Options::default()) else {
-        return;
-    };
+    let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
     let (policy_ref, settings_ref, _) = m.publish_web(&registry);
     let config = m.path("host.toml");
@@ -739,10 +730,9 @@ fn host_toml_lists_the_policies_a_bare_run_runs() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn the_pushed_artifact_follows_the_cncf_wasm_layout() {
-    let Some(registry) = TestRegistry::start(Options::default()) else {
-        return;
-    };
+    let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
     let policy = m.policy("web.wasm");
     let pinned = m.pushed(&policy, &registry.reference("policies/web:1"));
@@ -903,10 +893,9 @@ impl Drop for FakeServer {
 }
 
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn a_registry_that_never_answers_costs_its_timeout_then_the_kept_copy_runs() {
-    let Some(mut registry) = TestRegistry::start(Options::default()) else {
-        return;
-    };
+    let mut registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
     let (policy_ref, settings_ref, _) = m.publish_web(&registry);
     m.run_refs(&policy_ref, &settings_ref).assert_exit(0);
@@ -942,10 +931,9 @@ fn a_registry_that_never_answers_costs_its_timeout_then_the_kept_copy_runs() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
 fn a_blob_cut_in_the_middle_is_never_kept_and_the_kept_copy_runs() {
-    let Some(mut registry) = TestRegistry::start(Options::default()) else {
-        return;
-    };
+    let mut registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
     let settings_ref = registry.reference("settings/web:prod");
     m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);

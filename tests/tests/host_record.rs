@@ -41,6 +41,7 @@ fn strings(value: &Value) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs promtool (apt-get install prometheus): cargo test -- --include-ignored, as the README's test command does"]
 fn changes_a_policy_leaves_out_of_its_report_are_reported_and_fail_the_run() {
     let fake = FakeSystemctl::new();
     fake.unit("sshd", "active", "enabled");

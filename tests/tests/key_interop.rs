@@ -4,15 +4,16 @@
 //! `host keygen`, with and without a password; every signature is checked by
 //! both `minisign -V` and `host verify`.
 //!
-//! Without the `minisign` command these tests skip with a message, unless
-//! `CI=true`, where they fail.
+//! They need the `minisign` command, so they are `#[ignore]`d (reported as
+//! ignored, never as passed) unless asked for with `--include-ignored`; then
+//! a missing `minisign` fails them.
 
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use policy_host_e2e::build::{host_binary, minisign_or_skip};
+use policy_host_e2e::build::{host_binary, minisign_command};
 use policy_host_e2e::fake_systemctl::temp_dir;
 
 /// The password every encrypted key of these tests has, and a file holding it.
@@ -51,8 +52,8 @@ impl Drop for Scratch {
     }
 }
 
-fn minisign() -> Option<Command> {
-    minisign_or_skip("key interoperability with the minisign CLI")
+fn minisign() -> Command {
+    minisign_command()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -194,8 +195,9 @@ fn assert_both_verify(minisign: Command, policy: &Path, public: &Path) {
 }
 
 #[test]
+#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
 fn host_sign_uses_an_unencrypted_key_from_minisign_w() {
-    let Some(minisign) = minisign() else { return };
+    let minisign = minisign();
     let s = Scratch::new("interop-minisign-w");
     let (public, secret) = minisign_keygen(minisign, &s.dir, None);
     // No password file and no terminal: an unencrypted key needs neither.
@@ -210,8 +212,9 @@ fn host_sign_uses_an_unencrypted_key_from_minisign_w() {
 }
 
 #[test]
+#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
 fn host_sign_uses_a_password_protected_key_from_minisign() {
-    let Some(minisign) = minisign() else { return };
+    let minisign = minisign();
     let s = Scratch::new("interop-minisign-password");
     let (public, secret) = minisign_keygen(minisign, &s.dir, Some(PASSWORD));
 
@@ -230,9 +233,10 @@ fn host_sign_uses_a_password_protected_key_from_minisign() {
 }
 
 #[test]
+#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
 fn host_sign_uses_a_key_whose_password_minisign_removed() {
     // `minisign -C -W` decrypts a key and, unlike `-G -W`, keeps its checksum.
-    let Some(minisign) = minisign() else { return };
+    let minisign = minisign();
     let s = Scratch::new("interop-minisign-cw");
     let (public, secret) = minisign_keygen(minisign, &s.dir, Some(PASSWORD));
     let mut remove = Command::new("minisign");
@@ -246,8 +250,9 @@ fn host_sign_uses_a_key_whose_password_minisign_removed() {
 }
 
 #[test]
+#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
 fn minisign_signs_with_an_unencrypted_key_from_host_keygen() {
-    let Some(minisign) = minisign() else { return };
+    let minisign = minisign();
     let s = Scratch::new("interop-host-unencrypted");
     let (public, secret) = host_keygen(&s.dir.join("keys"), None);
     // Nothing on standard input: minisign must not ask for a password.
@@ -261,8 +266,9 @@ fn minisign_signs_with_an_unencrypted_key_from_host_keygen() {
 }
 
 #[test]
+#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
 fn minisign_signs_with_a_password_protected_key_from_host_keygen() {
-    let Some(minisign) = minisign() else { return };
+    let minisign = minisign();
     let s = Scratch::new("interop-host-password");
     let password = s.password_file("password", PASSWORD);
     let (public, secret) = host_keygen(&s.dir.join("keys"), Some(&password));

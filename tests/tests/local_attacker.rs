@@ -12,8 +12,8 @@
 //!
 //! The unprivileged side of each attack runs as a throwaway system user that
 //! the test creates (`useradd --system`) and removes (`userdel`), through
-//! `setpriv`. That needs root: elsewhere those tests skip with a loud
-//! message, and under `CI=true` they fail instead. Each checks that the
+//! `setpriv`. That needs root, so those tests are `#[ignore]`d unless asked
+//! for with `--include-ignored`, and then fail without root. Each checks that the
 //! victim (a root-only file, a directory's mode) is unchanged, that the run
 //! is refused or goes on as specified, and that the message names the problem.
 
@@ -79,18 +79,11 @@ struct Attacker {
 static USERS: Mutex<()> = Mutex::new(());
 
 impl Attacker {
-    /// Creates the user, or says loudly why the test is skipped (and fails
-    /// under `CI=true`).
-    fn create_or_skip(test: &str) -> Option<Self> {
+    /// Creates the user; panics, naming why, when users cannot be made
+    /// here (the tests that need one are `#[ignore]`d unless asked for).
+    fn create(test: &str) -> Self {
         if let Some(why) = cannot_create_users() {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{test}: cannot create a throwaway user: {why} (CI=true: not skipped)");
-            }
-            eprintln!(
-                "\n!!! SKIPPED {test}: it needs root to create a throwaway user, and {why}. \
-                 With CI=true this is a failure. !!!\n"
-            );
-            return None;
+            panic!("{test} needs root to create a throwaway user, and {why}");
         }
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let name = format!(
@@ -120,7 +113,7 @@ impl Attacker {
         };
         let (uid, gid) = (id("-u"), id("-g"));
         assert_ne!(uid, 0);
-        Some(Self { name, uid, gid })
+        Self { name, uid, gid }
     }
 
     /// `program` run as this user: its uid and gid, no other group.
@@ -340,10 +333,9 @@ fn kill_group(child: &mut Child) {
 /// flock and hold it forever, so that the timer's runs never happened. Now
 /// the lock's directory is created 0700: the user cannot even open the file.
 #[test]
+#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
 fn a_user_cannot_hold_the_lock_in_its_private_directory() {
-    let Some(attacker) = Attacker::create_or_skip("a_user_cannot_hold_the_lock") else {
-        return;
-    };
+    let attacker = Attacker::create("a_user_cannot_hold_the_lock");
     let s = Scratch::new("attack-lock-hold");
     // Like /run/policy-host on a machine where no run has happened yet.
     let dir = s.path("policy-host");
@@ -405,10 +397,9 @@ fn a_user_cannot_hold_the_lock_in_its_private_directory() {
 /// others can write (like /run/lock, mode 1777), where the attacker has
 /// already taken the lock through a read-only descriptor of a file of hers.
 #[test]
+#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
 fn a_lock_directory_others_can_write_is_refused_not_waited_on() {
-    let Some(attacker) = Attacker::create_or_skip("a_lock_directory_others_can_write") else {
-        return;
-    };
+    let attacker = Attacker::create("a_lock_directory_others_can_write");
     let s = Scratch::new("attack-lock-shared");
     let shared = s.dir("lock", 0o1777);
     let lock = shared.join("policy-host.lock");
@@ -455,10 +446,9 @@ fn a_lock_directory_others_can_write_is_refused_not_waited_on() {
 /// a directory she can write, or found in the lock's own directory: refused
 /// either way, with the reason, and the file is untouched.
 #[test]
+#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
 fn a_symlink_planted_at_the_lock_path_is_refused_and_the_victim_is_unchanged() {
-    let Some(attacker) = Attacker::create_or_skip("a_symlink_planted_at_the_lock_path") else {
-        return;
-    };
+    let attacker = Attacker::create("a_symlink_planted_at_the_lock_path");
     let s = Scratch::new("attack-lock-symlink");
     let victim = s.victim();
     let policy = signed_policy("example-policy");
@@ -526,10 +516,9 @@ fn a_symlink_planted_at_the_lock_path_is_refused_and_the_victim_is_unchanged() {
 /// files themselves. The files are written through unpredictable `O_EXCL`
 /// temporary files and renamed over the links: the victim is untouched.
 #[test]
+#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
 fn symlinks_planted_for_the_metrics_and_report_files_are_never_followed() {
-    let Some(attacker) = Attacker::create_or_skip("symlinks_planted_for_the_metrics") else {
-        return;
-    };
+    let attacker = Attacker::create("symlinks_planted_for_the_metrics");
     let s = Scratch::new("attack-metrics");
     let victim = s.victim();
     let textfile = s.dir("node-exporter", 0o755);
@@ -631,10 +620,9 @@ fn policy_signed_with(dir: &Path, secret: &Path) -> PathBuf {
 /// it: refused, and so are a key file she could change, and a directory on
 /// the way that is hers.
 #[test]
+#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
 fn trusted_keys_anyone_else_can_change_are_refused() {
-    let Some(attacker) = Attacker::create_or_skip("trusted_keys_anyone_else_can_change") else {
-        return;
-    };
+    let attacker = Attacker::create("trusted_keys_anyone_else_can_change");
     let s = Scratch::new("attack-keys");
     let (_, her_secret) = keygen(&s.path("her-key"));
     let her_public = s.path("her-key/policy-host.pub");
@@ -739,10 +727,9 @@ fn trusted_keys_anyone_else_can_change_are_refused() {
 /// 0700. Now it is refused before anything is changed: the target keeps its
 /// mode and contents, the run goes on without a cache, and says why.
 #[test]
+#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
 fn a_symlinked_cache_dir_is_not_used_and_its_target_keeps_its_mode() {
-    let Some(attacker) = Attacker::create_or_skip("a_symlinked_cache_dir") else {
-        return;
-    };
+    let attacker = Attacker::create("a_symlinked_cache_dir");
     let s = Scratch::new("attack-cache");
     let var_tmp = s.dir("var-tmp", 0o1777);
     let target = s.dir("shared-with-everyone", 0o755);

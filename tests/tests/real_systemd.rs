@@ -2,8 +2,8 @@
 //! sandbox (see `policy_host_e2e::sandbox`). Every test checks the units'
 //! real state with `systemctl` inside the sandbox, not only the host's report.
 //!
-//! These tests need root and Linux namespaces; where those are missing they
-//! skip with a message, unless `CI=true`, where they fail.
+//! These tests need root and Linux namespaces, so they are `#[ignore]`d
+//! unless asked for with `--include-ignored`; then they run or fail.
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -20,18 +20,18 @@ struct Machine {
     trusted_key: PathBuf,
 }
 
-/// Builds what the test runs, then boots a sandbox; `None` means skip.
-fn machine() -> Option<Machine> {
+/// Builds what the test runs, then boots a sandbox.
+fn machine() -> Machine {
     let host = build::host_binary();
     let policy = build::signed_policy("manifest-policy");
     let trusted_key = build::test_key().public_key;
-    let sandbox = Sandbox::boot_or_skip(&build::target_dir())?;
-    Some(Machine {
+    let sandbox = Sandbox::boot_for_test(&build::target_dir());
+    Machine {
         sandbox,
         host,
         policy,
         trusted_key,
-    })
+    }
 }
 
 /// One run of the host: exit code, output and (with `--json`) the report.
@@ -187,10 +187,9 @@ const CONVERGE: &str = "
 ";
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn sandbox_boots_a_private_systemd_and_stops_it_without_a_trace() {
-    let Some(sandbox) = Sandbox::boot_or_skip(&build::target_dir()) else {
-        return;
-    };
+    let sandbox = Sandbox::boot_for_test(&build::target_dir());
     let pid = sandbox.pid();
     let state = sandbox.systemctl(&["is-system-running"]);
     let state = String::from_utf8_lossy(&state.stdout);
@@ -215,8 +214,9 @@ fn sandbox_boots_a_private_systemd_and_stops_it_without_a_trace() {
 }
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn converges_start_stop_enable_disable_then_second_run_changes_nothing() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.service("demo-a", false, false);
     m.service("demo-b", true, true);
 
@@ -270,8 +270,9 @@ fn converges_start_stop_enable_disable_then_second_run_changes_nothing() {
 }
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn noop_reports_what_would_change_and_changes_nothing() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.service("demo-a", false, false);
 
     let manifest = "
@@ -299,8 +300,9 @@ fn noop_reports_what_would_change_and_changes_nothing() {
 }
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn refresh_restarts_a_subscribed_running_service() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.service("demo-a", true, true);
     m.service("demo-b", false, false);
     let manifest = "
@@ -344,8 +346,9 @@ fn refresh_restarts_a_subscribed_running_service() {
 }
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn a_unit_that_fails_to_start_is_a_failure_with_systemds_message() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     // Type=oneshot: `systemctl start` waits for the program and fails with it. (With
     // Type=exec it may exit 0: the job is done once exec() succeeded, a race with the exit.)
     m.sandbox.install_unit(
@@ -374,8 +377,9 @@ fn a_unit_that_fails_to_start_is_a_failure_with_systemds_message() {
 }
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn a_missing_unit_is_service_not_found() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     let run = m.run(
         "
 - service:
@@ -394,8 +398,9 @@ fn a_missing_unit_is_service_not_found() {
 }
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn a_masked_unit_cannot_be_started() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     // A vendor unit (mask puts a /dev/null symlink in /etc, where it must not exist yet).
     m.sandbox.write_file(
         "/usr/lib/systemd/system/demo-masked.service",
@@ -493,8 +498,9 @@ fn enable_false_is_refused_then_dropping_enable_converges(m: &Machine, name: &st
 /// policy is rejected before anything is queried or changed (not even the
 /// daemon-reload); subscriptions match a service in either spelling.
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn names_are_compared_as_systemd_compares_them() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.service("sfx2", false, false);
     let twice = "
 - service:
@@ -557,8 +563,9 @@ fn names_are_compared_as_systemd_compares_them() {
 
 /// Issue 2: a static unit has no [Install] section.
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn static_unit_with_enable_false_is_refused_before_any_change() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.sandbox
         .install_unit("kind-static", "[Service]\nExecStart=/bin/sleep infinity\n");
     m.sandbox.systemctl_ok(&["start", "--", "kind-static"]);
@@ -568,8 +575,9 @@ fn static_unit_with_enable_false_is_refused_before_any_change() {
 /// Issue 2: an indirect unit's [Install] section has only `Also=`; a
 /// `disable` would have disabled the unit it names.
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn indirect_unit_with_enable_false_is_refused_before_any_change() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.service("kind-also", false, true);
     m.sandbox.install_unit(
         "kind-indirect",
@@ -588,8 +596,9 @@ fn indirect_unit_with_enable_false_is_refused_before_any_change() {
 /// host's own included), so it is made by a generator, not written into
 /// /run/systemd/generator by hand, which the next reload would wipe.
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn generated_unit_with_enable_false_is_refused_before_any_change() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.sandbox.write_file(
         "/etc/systemd/system-generators/kind-generator",
         "#!/bin/sh\nprintf '[Service]\\nExecStart=/bin/sleep infinity\\n' > \"$1/kind-generated.service\"\n",
@@ -609,8 +618,9 @@ fn generated_unit_with_enable_false_is_refused_before_any_change() {
 /// the alias. `enable: false` on the alias is refused, naming it and how to
 /// find its unit; managing that unit instead converges.
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn alias_with_enable_false_is_refused_and_its_unit_is_managed_instead() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.sandbox.install_unit(
         "kind-real",
         "[Service]\nExecStart=/bin/sleep infinity\n\n\
@@ -668,8 +678,9 @@ fn alias_with_enable_false_is_refused_and_its_unit_is_managed_instead() {
 /// reaches `ensure: stopped`; `enable: false` is refused before any change;
 /// a run that finds it missing before doing anything is "service not found".
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn transient_unit_gone_after_its_stop_counts_as_stopped() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     let run = m.sandbox.exec(&[
         "systemd-run",
         "--unit=kind-transient",
@@ -733,8 +744,9 @@ fn transient_unit_gone_after_its_stop_counts_as_stopped() {
 /// A linked unit (`systemctl link`) counts as disabled: `enable: false`
 /// needs nothing, `enable: true` enables it.
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn linked_unit_counts_as_disabled_and_can_be_enabled() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.sandbox.write_file(
         "/opt/kind/kind-linked.service",
         &sleep_service("kind-linked"),
@@ -775,8 +787,9 @@ fn linked_unit_counts_as_disabled_and_can_be_enabled() {
 /// A masked unit counts as disabled: stopped and `enable: false` needs
 /// nothing; `enable: true` is refused by systemd.
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn masked_unit_counts_as_disabled_and_cannot_be_enabled() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.sandbox.write_file(
         "/usr/lib/systemd/system/kind-masked.service",
         &sleep_service("kind-masked"),
@@ -821,8 +834,9 @@ fn masked_unit_counts_as_disabled_and_cannot_be_enabled() {
 /// so is a unit enabled both in /etc and at runtime, which reads `enabled`
 /// until its first `disable`. The next run changes nothing.
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn runtime_enablement_is_removed_by_enable_false() {
-    let Some(m) = machine() else { return };
+    let m = machine();
     m.service("kind-runtime", true, false);
     m.sandbox
         .systemctl_ok(&["enable", "--runtime", "--", "kind-runtime"]);

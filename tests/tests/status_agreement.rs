@@ -198,11 +198,10 @@ fn word<'a>(report: &'a Value, name: &str, key: &str) -> &'a str {
 }
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn dbus_and_systemctl_give_the_same_answers() {
     let host = build::host_binary();
-    let Some(sandbox) = Sandbox::boot_or_skip(&build::target_dir()) else {
-        return;
-    };
+    let sandbox = Sandbox::boot_for_test(&build::target_dir());
     let _ = host;
     sandbox.start_system_bus();
     set_up(&sandbox);
@@ -272,10 +271,9 @@ fn dbus_and_systemctl_give_the_same_answers() {
 }
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
-    let Some(sandbox) = Sandbox::boot_or_skip(&build::target_dir()) else {
-        return;
-    };
+    let sandbox = Sandbox::boot_for_test(&build::target_dir());
     sandbox.start_system_bus();
     for name in ["wb-a", "wb-b"] {
         sandbox.install_unit(name, &sleep_service(name));
@@ -310,10 +308,9 @@ fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
 }
 
 #[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn a_bus_restart_and_a_daemon_reexec_mid_run_give_no_wrong_answer_and_no_hang() {
-    let Some(sandbox) = Sandbox::boot_or_skip(&build::target_dir()) else {
-        return;
-    };
+    let sandbox = Sandbox::boot_for_test(&build::target_dir());
     sandbox.start_system_bus();
     let units: Vec<String> = (1..=8).map(|i| format!("rx-{i}")).collect();
     let mut yaml = String::from("- service:\n");
