@@ -1,6 +1,8 @@
 //! Builds what the end-to-end tests run: the `host` binary and policy
 //! components. Each artefact is built at most once per test process; nested
-//! `cargo build` calls share the workspace's target directory.
+//! cargo calls share the workspace's target directory, and are shaped so
+//! that they reuse what the suite's own build made (the host as `cargo test
+//! --workspace` builds it, every policy package in one invocation).
 //!
 //! Cargo's output is captured and shown only if a build fails, which keeps
 //! test output quiet. Interactive commands (the demo, the benchmark) call
@@ -11,7 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, Once, OnceLock};
 
 /// Whether nested `cargo build`s write their output to this process's
 /// stderr (see [`show_build_progress`]).
@@ -50,7 +52,7 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-fn cargo() -> PathBuf {
+fn cargo_program() -> PathBuf {
     std::env::var_os("CARGO")
         .filter(|c| !c.is_empty())
         .map(PathBuf::from)
@@ -84,34 +86,33 @@ fn ensure_wasm_target() {
     });
 }
 
-/// Runs `cargo build ARGS` in the workspace root; panics with cargo's output
-/// if the build fails. With [`show_build_progress`], cargo's output goes
+/// Runs `cargo ARGS` (a build) in the workspace root; panics with cargo's
+/// output if it fails. With [`show_build_progress`], cargo's output goes
 /// straight to stderr instead (and the panic says it is above).
-fn cargo_build(args: &[&str]) {
-    let mut command = Command::new(cargo());
+fn cargo(args: &[&str]) {
+    let mut command = Command::new(cargo_program());
     command
-        .arg("build")
         .args(args)
         .current_dir(workspace_root())
         .env("CARGO_TARGET_DIR", target_dir());
     if SHOW_PROGRESS.load(Ordering::Relaxed) {
-        eprintln!("$ cargo build {}", args.join(" "));
+        eprintln!("$ cargo {}", args.join(" "));
         let status = command
             .status()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", cargo().display()));
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", cargo_program().display()));
         assert!(
             status.success(),
-            "cargo build {} failed ({status}); its output is above",
+            "cargo {} failed ({status}); its output is above",
             args.join(" ")
         );
         return;
     }
     let output = command
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", cargo().display()));
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", cargo_program().display()));
     if !output.status.success() {
         panic!(
-            "cargo build {} failed ({}):\n{}{}",
+            "cargo {} failed ({}):\n{}{}",
             args.join(" "),
             output.status,
             String::from_utf8_lossy(&output.stdout),
@@ -122,10 +123,21 @@ fn cargo_build(args: &[&str]) {
 
 /// Builds the `host` binary (debug profile) once per process and returns its
 /// path.
+///
+/// A test builds it as `cargo test --workspace` does (`cargo test --workspace
+/// --no-run`): the same packages, so the same features for every shared
+/// dependency, so the artifacts the suite's own build made are reused and
+/// nothing (wasmtime above all) is compiled a second time with another
+/// feature set. Interactive commands ([`show_build_progress`]) build the
+/// binary alone instead.
 pub fn host_binary() -> PathBuf {
     static HOST: OnceLock<PathBuf> = OnceLock::new();
     HOST.get_or_init(|| {
-        cargo_build(&["-p", "policy-host", "--bin", "host"]);
+        if SHOW_PROGRESS.load(Ordering::Relaxed) {
+            cargo(&["build", "-p", "policy-host", "--bin", "host"]);
+        } else {
+            cargo(&["test", "--workspace", "--no-run"]);
+        }
         let path = target_dir()
             .join("debug")
             .join(format!("host{}", std::env::consts::EXE_SUFFIX));
@@ -135,10 +147,41 @@ pub fn host_binary() -> PathBuf {
     .clone()
 }
 
-/// Builds the policy component of `package` (release, `wasm32-wasip2`) once
-/// per package per process and returns the `.wasm` path.
+/// The workspace's policy packages: `policies/*` and the fixtures under
+/// `tests/fixtures/` (each a directory with a `Cargo.toml`), by package name.
+fn policy_packages() -> Vec<String> {
+    let root = workspace_root();
+    let mut dirs = Vec::new();
+    for parent in ["policies", "tests/fixtures", "tests/fixtures/hostile"] {
+        for entry in std::fs::read_dir(root.join(parent))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            dirs.push(entry.path());
+        }
+    }
+    let mut names: Vec<String> = dirs
+        .iter()
+        .filter_map(|dir| std::fs::read_to_string(dir.join("Cargo.toml")).ok())
+        .filter_map(|manifest| {
+            manifest.lines().find_map(|line| {
+                let value = line.trim().strip_prefix("name")?.trim().strip_prefix('=')?;
+                Some(value.trim().trim_matches('"').to_owned())
+            })
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Builds the policy component of `package` (release, `wasm32-wasip2`) and
+/// returns the `.wasm` path. The first call builds every policy package of
+/// the workspace in one cargo invocation (one feature resolution, the
+/// shared crates compiled once, in parallel); later calls only look.
 pub fn policy_wasm(package: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    static ALL: Once = Once::new();
     let built = BUILT.get_or_init(|| Mutex::new(HashMap::new()));
     // Holding the lock while building serialises builds; cargo would take
     // its own lock on the target directory anyway.
@@ -147,7 +190,19 @@ pub fn policy_wasm(package: &str) -> PathBuf {
         return path.clone();
     }
     ensure_wasm_target();
-    cargo_build(&["--release", "--target", "wasm32-wasip2", "-p", package]);
+    let all = policy_packages();
+    let mut args = vec!["build", "--release", "--target", "wasm32-wasip2"];
+    if all.iter().any(|p| p == package) {
+        ALL.call_once(|| {
+            for name in &all {
+                args.extend(["-p", name.as_str()]);
+            }
+            cargo(&args);
+        });
+    } else {
+        args.extend(["-p", package]);
+        cargo(&args);
+    }
     let path = target_dir()
         .join("wasm32-wasip2")
         .join("release")
@@ -290,7 +345,7 @@ fn process_dir() -> PathBuf {
 pub fn host_binary_release() -> PathBuf {
     static HOST: OnceLock<PathBuf> = OnceLock::new();
     HOST.get_or_init(|| {
-        cargo_build(&["--release", "-p", "policy-host", "--bin", "host"]);
+        cargo(&["build", "--release", "-p", "policy-host", "--bin", "host"]);
         let path = target_dir()
             .join("release")
             .join(format!("host{}", std::env::consts::EXE_SUFFIX));
