@@ -131,13 +131,13 @@ fn main() {
     );
     writeln!(
         code,
-        "/// The embedded guest-sdk's version.\npub const SDK_VERSION: &str = {version:?};\n"
+        "/// The embedded guest-sdk's version.\npub(crate) const SDK_VERSION: &str = {version:?};\n"
     )
     .unwrap();
     code.push_str(
         "/// guest-sdk and the WIT contract: (path relative to the workspace root, contents, executable).\n",
     );
-    code.push_str("pub const SDK_FILES: &[(&str, &[u8], bool)] = &[\n");
+    code.push_str("pub(crate) const SDK_FILES: &[(&str, &[u8], bool)] = &[\n");
     for (rel, path, executable) in &files {
         writeln!(
             code,
@@ -150,7 +150,7 @@ fn main() {
     writeln!(
         code,
         "/// The workspace's `Cargo.lock`, cut to what guest-sdk's dependencies reach.\n\
-         pub const CARGO_LOCK: &str = include_str!({:?});",
+         pub(crate) const CARGO_LOCK: &str = include_str!({:?});",
         utf8(&generated_lock)
     )
     .unwrap();

@@ -20,16 +20,30 @@ pub const MAX_SERVICE_NAME_LEN: usize = 255;
 /// Why a service name was rejected. Every variant quotes the name.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum NameError {
+    /// The name is empty.
     #[error("invalid service name {0:?}: the name is empty")]
     Empty(String),
+    /// The name is longer than [`MAX_SERVICE_NAME_LEN`] bytes.
     #[error("invalid service name {name:?}: {len} bytes is longer than the limit of {MAX_SERVICE_NAME_LEN}")]
-    TooLong { name: String, len: usize },
+    TooLong {
+        /// The name as given.
+        name: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The name starts with `-`, which `systemctl` would read as an option.
     #[error(
         "invalid service name {0:?}: it starts with '-', which systemctl would read as an option"
     )]
     LeadingDash(String),
+    /// The name holds a character systemd does not allow in unit names.
     #[error("invalid service name {name:?}: character {character:?} is not allowed (allowed: a-z A-Z 0-9 . _ + : ~ -)")]
-    ForbiddenCharacter { name: String, character: char },
+    ForbiddenCharacter {
+        /// The name as given.
+        name: String,
+        /// The first character that is not allowed.
+        character: char,
+    },
 }
 
 /// The unit types of systemd 252, as unit-name suffixes spell them.
@@ -94,6 +108,7 @@ impl ServiceName {
         Ok(Self(name.to_owned()))
     }
 
+    /// The name as the policy wrote it (`web` or `web.service`).
     pub fn as_str(&self) -> &str {
         &self.0
     }

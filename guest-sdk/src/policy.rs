@@ -23,18 +23,19 @@ pub(crate) struct ValidService {
 
 impl ValidService {
     /// `service#NAME`, with the name as declared: what the report names.
-    pub fn resource_ref(&self) -> ResourceRef {
+    pub(crate) fn resource_ref(&self) -> ResourceRef {
         ResourceRef::service(self.name.as_str())
     }
 
     /// The key subscriptions compare with ([`ResourceRef::key`]):
     /// `service#web.service` for a service declared `web` or `web.service`.
-    pub fn key(&self) -> ResourceRef {
+    pub(crate) fn key(&self) -> ResourceRef {
         self.resource_ref().key()
     }
 }
 
 impl Policy {
+    /// A policy with no services.
     pub fn new() -> Self {
         Self::default()
     }
@@ -50,6 +51,7 @@ impl Policy {
         self.services.push(service);
     }
 
+    /// The services, in the order they were added (and are applied).
     pub fn services(&self) -> &[Service] {
         &self.services
     }

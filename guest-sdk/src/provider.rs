@@ -50,6 +50,7 @@ impl Operation {
         !matches!(self, Operation::Status)
     }
 
+    /// The operation's name, as reports and the host write it (`start`).
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Status => "status",
@@ -70,11 +71,17 @@ impl fmt::Display for Operation {
 
 /// The service provider: the host's six operations.
 pub trait Provider {
+    /// Whether the unit runs and starts at boot, with systemd's own words.
     fn status(&mut self, service: &ServiceName) -> Result<ServiceStatus, ProviderError>;
+    /// Starts the unit (`systemctl start`).
     fn start(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
+    /// Stops the unit (`systemctl stop`).
     fn stop(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
+    /// Restarts the unit (`systemctl restart`).
     fn restart(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
+    /// Makes the unit start at boot (`systemctl enable`).
     fn enable(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
+    /// Makes the unit not start at boot (`systemctl disable`).
     fn disable(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
 
     /// Runs one mutating operation by its name.

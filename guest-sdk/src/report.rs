@@ -29,6 +29,7 @@ impl Action {
         }
     }
 
+    /// The word a report uses for it (`started`).
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Started => "started",
@@ -70,10 +71,12 @@ impl Report {
         self.errors.is_empty() && self.events.iter().all(|e| !e.failed)
     }
 
+    /// How many resources changed.
     pub fn changed_count(&self) -> usize {
         self.events.iter().filter(|e| e.changed).count()
     }
 
+    /// How many resources failed.
     pub fn failed_count(&self) -> usize {
         self.events.iter().filter(|e| e.failed).count()
     }

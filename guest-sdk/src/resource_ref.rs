@@ -7,14 +7,18 @@ use thiserror::Error;
 /// Why a `type#name` reference was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RefError {
+    /// There is no `#` between a type and a name.
     #[error(
         "invalid resource reference {0:?}: expected TYPE#NAME, for example file#/etc/app.conf"
     )]
     MissingSeparator(String),
+    /// The type is not lowercase letters, digits and `_`, starting with a letter.
     #[error("invalid resource reference {0:?}: the type before '#' must be lowercase letters, digits or '_', starting with a letter")]
     BadType(String),
+    /// Nothing follows the `#`.
     #[error("invalid resource reference {0:?}: the name after '#' is empty")]
     EmptyName(String),
+    /// The name holds a control character.
     #[error("invalid resource reference {0:?}: the name contains a control character")]
     ControlCharacter(String),
 }
@@ -69,10 +73,12 @@ impl ResourceRef {
         }
     }
 
+    /// The type, before the `#` (`file`).
     pub fn kind(&self) -> &str {
         &self.kind
     }
 
+    /// The name, after the `#` (`/etc/app.conf`).
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -33,6 +33,7 @@ impl Ensure {
         }
     }
 
+    /// The word a manifest and a report use: `running` or `stopped`.
     pub fn as_str(self) -> &'static str {
         match self {
             Ensure::Running => "running",
@@ -120,18 +121,22 @@ impl Service {
         self
     }
 
+    /// The service's name, as declared.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// Whether it should run: [`Ensure::Running`] unless declared otherwise.
     pub fn desired_ensure(&self) -> Ensure {
         self.ensure
     }
 
+    /// Whether it should start at boot; `None` leaves that as it is.
     pub fn desired_enable(&self) -> Option<bool> {
         self.enable
     }
 
+    /// The `type#name` references it subscribes to, as declared.
     pub fn subscriptions(&self) -> &[String] {
         &self.subscribe
     }

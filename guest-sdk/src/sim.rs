@@ -61,7 +61,9 @@ fn counts(table: &[(&'static str, bool)], word: &str, command: &str) -> (&'stati
 /// the words systemd says that with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnitState {
+    /// Whether it counts as running (`active`, `reloading`, `activating`).
     pub running: bool,
+    /// Whether it counts as starting at boot.
     pub enabled: bool,
     /// What `systemctl is-active` prints: `active`, `inactive`, `failed`, ...
     pub active_word: &'static str,
@@ -129,7 +131,9 @@ impl UnitState {
 /// One recorded provider call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
+    /// Which of the six operations.
     pub operation: Operation,
+    /// The name it was called with.
     pub service: String,
 }
 
@@ -165,6 +169,7 @@ pub struct SimulatedSystem {
 }
 
 impl SimulatedSystem {
+    /// A system with no units: every name is `service not found`.
     pub fn new() -> Self {
         Self::default()
     }

@@ -35,7 +35,7 @@
 //! settings = "oci://registry.example.com/settings/web:prod"
 //!
 //! [[policy]]
-//! source = "/usr/lib/policy-host/manifest-policy.wasm"
+//! source = "/etc/policy-host/policies/manifest-policy.wasm"
 //! settings = "/etc/policy-host/manifest.yaml"
 //! ```
 

@@ -182,7 +182,7 @@ fn assert_terminal_safe(what: &str, text: &str) {
 }
 
 mod liar_text {
-    pub const FORGED_LINE: &str = "service#sshd  unchanged";
+    pub(crate) const FORGED_LINE: &str = "service#sshd  unchanged";
 }
 
 #[test]

@@ -12,7 +12,7 @@ use anyhow::{bail, Context as _};
 /// The line ends at the first `\n` or `\r`, as the `minisign` tool reads a
 /// password from its standard input, so one password file serves both
 /// `host sign --password-file FILE` and `minisign -S ... < FILE`.
-pub fn password(file: Option<&Path>, what: &str) -> anyhow::Result<Option<String>> {
+pub(super) fn password(file: Option<&Path>, what: &str) -> anyhow::Result<Option<String>> {
     if let Some(file) = file {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("reading password file {}", file.display()))?;

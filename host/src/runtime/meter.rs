@@ -8,7 +8,7 @@ use crate::limits::{LimitExceeded, Limits};
 
 /// The clock and call counter of one run.
 #[derive(Debug)]
-pub struct Meter {
+pub(super) struct Meter {
     limits: Limits,
     started: Instant,
     host_time: Duration,
@@ -16,7 +16,7 @@ pub struct Meter {
 }
 
 impl Meter {
-    pub fn new(limits: Limits) -> Self {
+    pub(super) fn new(limits: Limits) -> Self {
         Self {
             limits,
             started: Instant::now(),
@@ -26,22 +26,22 @@ impl Meter {
     }
 
     /// Epoch ticks that cover `time` (at least one, so time always advances).
-    pub fn ticks(time: Duration, tick: Duration) -> u64 {
+    pub(super) fn ticks(time: Duration, tick: Duration) -> u64 {
         (time.as_nanos() / tick.as_nanos()).clamp(1, u64::MAX as u128) as u64
     }
 
     /// When the whole run must be over.
-    pub fn wall_deadline(&self) -> Instant {
+    pub(super) fn wall_deadline(&self) -> Instant {
         self.started + self.limits.wall_clock
     }
 
-    pub fn add_host_time(&mut self, time: Duration) {
+    pub(super) fn add_host_time(&mut self, time: Duration) {
         self.host_time += time;
     }
 
     /// Counts one provider call; the call past the budget, or one made after
     /// the wall-clock limit, stops the guest.
-    pub fn admit_call(&mut self) -> Result<(), LimitExceeded> {
+    pub(super) fn admit_call(&mut self) -> Result<(), LimitExceeded> {
         if self.started.elapsed() >= self.limits.wall_clock {
             return Err(LimitExceeded::WallClock(self.limits.wall_clock));
         }
@@ -56,7 +56,7 @@ impl Meter {
     /// run before the next check, or the limit it has hit. Guest time is the
     /// run's time less the time spent in host calls (systemctl can be slow,
     /// and that is not the policy's doing).
-    pub fn check_time(&self) -> Result<Duration, LimitExceeded> {
+    pub(super) fn check_time(&self) -> Result<Duration, LimitExceeded> {
         let elapsed = self.started.elapsed();
         let wall_left = self
             .limits
@@ -88,7 +88,7 @@ impl Meter {
 /// early, never let it past the limit. Growth beyond a memory's or table's
 /// own declared maximum is refused here, uncounted, as wasm says it must.
 #[derive(Debug)]
-pub struct MemoryLimiter {
+pub(super) struct MemoryLimiter {
     limit: usize,
     /// Bytes granted so far: the size of every memory, plus
     /// [`Self::TABLE_ELEMENT_BYTES`] per table element.
@@ -110,17 +110,17 @@ impl MemoryLimiter {
     /// `wasm32-wasip2` has 3 (its own module, and the shim and fixup modules
     /// `wit-component` adds); the cap leaves room for components composed of
     /// several.
-    pub const MAX_INSTANCES: usize = 32;
+    pub(super) const MAX_INSTANCES: usize = 32;
 
     /// Linear memories in one run, over all instances. A Rust policy has 1;
     /// an empty memory costs no budget but still reserves gigabytes of
     /// address space and a few kernel mappings.
-    pub const MAX_MEMORIES: usize = 16;
+    pub(super) const MAX_MEMORIES: usize = 16;
 
     /// Tables in one run, over all instances. A Rust policy has 2.
-    pub const MAX_TABLES: usize = 32;
+    pub(super) const MAX_TABLES: usize = 32;
 
-    pub fn new(limit: usize) -> Self {
+    pub(super) fn new(limit: usize) -> Self {
         Self { limit, used: 0 }
     }
 
@@ -142,7 +142,7 @@ impl MemoryLimiter {
     /// `tables` itself when it instantiates a module, with an error that says
     /// so only in its text: "resource limit exceeded: memory count too high
     /// at 17". (A unit test pins that text.)
-    pub fn count_exceeded(error: &wasmtime::Error) -> Option<LimitExceeded> {
+    pub(super) fn count_exceeded(error: &wasmtime::Error) -> Option<LimitExceeded> {
         error.chain().find_map(|cause| {
             let text = cause.to_string();
             let rest = text.strip_prefix("resource limit exceeded: ")?;

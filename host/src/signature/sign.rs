@@ -139,19 +139,19 @@ pub fn sign_policy(
 /// the base64 of minisign's `SeckeyStruct`, 158 bytes. Only the fields that
 /// decide how to open it are read here; opening is the `minisign` crate's.
 mod layout {
-    pub const LEN: usize = 158;
-    pub const SIG_ALG: std::ops::Range<usize> = 0..2;
-    pub const KDF_ALG: std::ops::Range<usize> = 2..4;
-    pub const CHK_ALG: std::ops::Range<usize> = 4..6;
-    pub const CHECKSUM: std::ops::Range<usize> = 126..158;
+    pub(super) const LEN: usize = 158;
+    pub(super) const SIG_ALG: std::ops::Range<usize> = 0..2;
+    pub(super) const KDF_ALG: std::ops::Range<usize> = 2..4;
+    pub(super) const CHK_ALG: std::ops::Range<usize> = 4..6;
+    pub(super) const CHECKSUM: std::ops::Range<usize> = 126..158;
     /// Ed25519.
-    pub const ED25519: &[u8] = b"Ed";
+    pub(super) const ED25519: &[u8] = b"Ed";
     /// BLAKE2b checksum.
-    pub const BLAKE2B: &[u8] = b"B2";
+    pub(super) const BLAKE2B: &[u8] = b"B2";
     /// Encrypted with a key derived from the password by scrypt.
-    pub const KDF_SCRYPT: &[u8] = b"Sc";
+    pub(super) const KDF_SCRYPT: &[u8] = b"Sc";
     /// Not encrypted (`minisign -G -W`, `host keygen --unencrypted`).
-    pub const KDF_NONE: &[u8] = b"\0\0";
+    pub(super) const KDF_NONE: &[u8] = b"\0\0";
 }
 
 /// Opens a secret key file's text, as minisign does: the key's KDF field

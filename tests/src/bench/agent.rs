@@ -26,14 +26,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 /// Where the `systemctl` shim records when it was first started.
-pub const MARKER: &str = "/run/bench-first-call";
+pub(super) const MARKER: &str = "/run/bench-first-call";
 
 /// The directory, inside the sandbox, holding the `systemctl` shim.
-pub const SHIM_DIR: &str = "/run/bench-shim";
+pub(super) const SHIM_DIR: &str = "/run/bench-shim";
 
 /// What to run and how.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Spec {
+pub(super) struct Spec {
     /// The command; `argv[0]` is looked up on `PATH`.
     pub argv: Vec<String>,
     /// A `sh -c` script run first, outside the timing (to reset state).
@@ -48,7 +48,7 @@ pub struct Spec {
 
 /// What one timed run did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Outcome {
+pub(super) struct Outcome {
     /// Wall time from spawn to exit, in nanoseconds.
     pub ns: u64,
     /// The exit code (`None`: killed by a signal).
@@ -64,7 +64,7 @@ pub struct Outcome {
 }
 
 /// `bench __inner SPEC`.
-pub fn inner(spec: &str) -> ExitCode {
+pub(super) fn inner(spec: &str) -> ExitCode {
     let spec: Spec = match serde_json::from_str(spec) {
         Ok(spec) => spec,
         Err(e) => {
@@ -205,7 +205,7 @@ fn vm_hwm(status: &str) -> Option<u64> {
 /// Invoked as `systemctl`: note the time (first call only), then become the
 /// real systemctl, found on `PATH` (the host gives its commands a clean
 /// `PATH` without the shim's directory).
-pub fn shim() -> ExitCode {
+pub(super) fn shim() -> ExitCode {
     let now = epoch_ns(SystemTime::now());
     if let Ok(mut file) = fs::OpenOptions::new()
         .write(true)
@@ -229,7 +229,7 @@ pub fn shim() -> ExitCode {
 }
 
 /// Whether this process was started as the shim.
-pub fn invoked_as_shim() -> bool {
+pub(super) fn invoked_as_shim() -> bool {
     std::env::args_os()
         .next()
         .map(PathBuf::from)
@@ -238,7 +238,7 @@ pub fn invoked_as_shim() -> bool {
 }
 
 /// The shim's path inside the sandbox.
-pub fn shim_path() -> PathBuf {
+pub(super) fn shim_path() -> PathBuf {
     Path::new(SHIM_DIR).join("systemctl")
 }
 
@@ -250,7 +250,7 @@ pub fn shim_path() -> PathBuf {
 /// the host's own overhead from the cost of spawning processes. Plain, both
 /// pipes are read on this thread (`Command::output`); with `--threads`, each
 /// pipe is read by a thread of its own, spawned per command, as the host does.
-pub fn calls(args: &[String]) -> ExitCode {
+pub(super) fn calls(args: &[String]) -> ExitCode {
     let (threads, args) = match args.split_first() {
         Some((flag, rest)) if flag == "--threads" => (true, rest),
         _ => (false, args),

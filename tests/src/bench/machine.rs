@@ -6,7 +6,7 @@ use std::process::Command;
 use super::tools::version_of;
 
 #[derive(Debug, Clone)]
-pub struct Machine {
+pub(super) struct Machine {
     pub date: String,
     pub cpus: usize,
     pub cpu_model: String,
@@ -21,7 +21,7 @@ pub struct Machine {
 }
 
 impl Machine {
-    pub fn describe(host_binary: &std::path::Path) -> Machine {
+    pub(super) fn describe(host_binary: &std::path::Path) -> Machine {
         let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo
             .lines()
@@ -87,7 +87,7 @@ impl Machine {
 }
 
 /// `/proc/loadavg`'s three averages.
-pub fn load_average() -> String {
+pub(super) fn load_average() -> String {
     fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()

@@ -29,7 +29,7 @@ use report::{HostRun, Memory, Pair, Results, Scale, Startup, ToolRun, ToolRuns, 
 
 /// The size at which the host is compared with Ansible and Puppet, and the
 /// overhead target is checked.
-pub const REFERENCE_N: usize = 100;
+pub(crate) const REFERENCE_N: usize = 100;
 
 /// Where the measured host keeps its compile cache inside the sandbox (warm).
 const WARM_CACHE: &str = "/var/cache/bench-warm";
@@ -38,14 +38,14 @@ const COLD_CACHE: &str = "/var/cache/bench-cold";
 /// The sandbox's standard `PATH` (what `sdbox.sh exec` gives commands).
 const STANDARD_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 /// The names of the baselines besides the script (see `baselines`).
-pub const SCRIPT_LANG_C: &str = "script, LANG=C";
+pub(crate) const SCRIPT_LANG_C: &str = "script, LANG=C";
 /// The host with status read by `systemctl` (`--provider systemctl`).
-pub const HOST_SYSTEMCTL: &str = "host, --provider systemctl";
-pub const NATIVE_LOOP: &str = "native loop";
-pub const NATIVE_LOOP_THREADS: &str = "native loop, 2 reader threads per call";
-pub const WHAT_IF_BATCHED_NOOP: &str = "what-if: batched, 2 processes";
-pub const WHAT_IF_NO_RELOAD: &str = "what-if: enable --no-reload";
-pub const WHAT_IF_BATCHED_CONVERGE: &str = "what-if: batched, 6 processes";
+pub(crate) const HOST_SYSTEMCTL: &str = "host, --provider systemctl";
+pub(crate) const NATIVE_LOOP: &str = "native loop";
+pub(crate) const NATIVE_LOOP_THREADS: &str = "native loop, 2 reader threads per call";
+pub(crate) const WHAT_IF_BATCHED_NOOP: &str = "what-if: batched, 2 processes";
+pub(crate) const WHAT_IF_NO_RELOAD: &str = "what-if: enable --no-reload";
+pub(crate) const WHAT_IF_BATCHED_CONVERGE: &str = "what-if: batched, 6 processes";
 
 /// GNU time's output format: the maximum resident set size in KiB.
 const MAXRSS_FORMAT: &str = "bench-maxrss-kb=%M";
@@ -113,7 +113,7 @@ impl Options {
 /// How many repetitions of one measurement: as many as fit in `budget`
 /// (judged after each repetition), at least `min`, at most `max`.
 #[derive(Debug, Clone, Copy)]
-pub struct Reps {
+pub(crate) struct Reps {
     pub min: usize,
     pub max: usize,
     pub budget: Duration,
@@ -152,7 +152,7 @@ impl Reps {
 
 /// How many repetitions of what.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub quick: bool,
     pub sizes: Vec<usize>,
     noop: Reps,
@@ -229,7 +229,7 @@ impl Plan {
     }
 }
 
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     if agent::invoked_as_shim() {
         return agent::shim();
     }

@@ -8,11 +8,11 @@ use super::stats::{median, paired_ratios, Stats};
 use super::{Plan, REFERENCE_N};
 
 /// The unit counts of a full run.
-pub const SCALE_SIZES_FULL: [usize; 3] = [10, 100, 300];
+pub(super) const SCALE_SIZES_FULL: [usize; 3] = [10, 100, 300];
 
 /// What the bench read from one `host run --json`.
 #[derive(Debug, Clone, Default)]
-pub struct HostRun {
+pub(super) struct HostRun {
     /// Spawn to exit, measured by the agent.
     pub wall_ms: f64,
     /// `compile.cache`: hit, miss or disabled.
@@ -38,7 +38,7 @@ pub struct HostRun {
 
 /// The host and the shell script, measured alternately.
 #[derive(Debug, Clone, Default)]
-pub struct Pair {
+pub(super) struct Pair {
     pub host: Vec<HostRun>,
     pub script: Vec<f64>,
     /// Further baselines (at the reference size): name and times.
@@ -46,13 +46,13 @@ pub struct Pair {
 }
 
 impl Pair {
-    pub fn host_ms(&self) -> Vec<f64> {
+    pub(super) fn host_ms(&self) -> Vec<f64> {
         self.host.iter().map(|r| r.wall_ms).collect()
     }
 }
 
 #[derive(Debug, Clone)]
-pub struct Scale {
+pub(super) struct Scale {
     pub n: usize,
     pub noop: Pair,
     pub converge: Pair,
@@ -60,14 +60,14 @@ pub struct Scale {
 
 /// One tool's no-op and converge times.
 #[derive(Debug, Clone, Default)]
-pub struct ToolRun {
+pub(super) struct ToolRun {
     pub noop: Vec<f64>,
     pub converge: Vec<f64>,
     pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct ToolRuns {
+pub(super) struct ToolRuns {
     pub n: usize,
     pub ansible_version: String,
     pub ansible_module: String,
@@ -77,7 +77,7 @@ pub struct ToolRuns {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Startup {
+pub(super) struct Startup {
     pub cold: Vec<HostRun>,
     pub warm: Vec<HostRun>,
     /// Spawn of `host run` to the first start of the systemctl shim.
@@ -90,7 +90,7 @@ pub struct Startup {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Memory {
+pub(super) struct Memory {
     pub n: usize,
     pub noop_time_kb: Vec<u64>,
     pub converge_time_kb: Vec<u64>,
@@ -98,7 +98,7 @@ pub struct Memory {
     pub converge_hwm_kb: Vec<u64>,
 }
 
-pub struct Results {
+pub(super) struct Results {
     pub machine: Machine,
     pub plan: Plan,
     pub scale: Vec<Scale>,
@@ -146,7 +146,7 @@ struct Target {
     pass: Option<bool>,
 }
 
-pub fn render(r: &Results) -> String {
+pub(super) fn render(r: &Results) -> String {
     let mut out = String::new();
     let m = &r.machine;
     let mode = if r.plan.quick {

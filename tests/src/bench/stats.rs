@@ -2,7 +2,7 @@
 
 /// A summary of repeated measurements of one quantity.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Stats {
+pub(super) struct Stats {
     pub n: usize,
     pub median: f64,
     pub min: f64,
@@ -14,7 +14,7 @@ pub struct Stats {
 
 impl Stats {
     /// `None` for no samples (or a NaN among them).
-    pub fn of(samples: &[f64]) -> Option<Stats> {
+    pub(super) fn of(samples: &[f64]) -> Option<Stats> {
         if samples.is_empty() || samples.iter().any(|x| x.is_nan()) {
             return None;
         }
@@ -39,12 +39,12 @@ fn quantile(xs: &[f64], q: f64) -> f64 {
 }
 
 /// The median of `samples`, NaN when there are none.
-pub fn median(samples: &[f64]) -> f64 {
+pub(super) fn median(samples: &[f64]) -> f64 {
     Stats::of(samples).map_or(f64::NAN, |s| s.median)
 }
 
 /// Element-wise ratios of two equally long series of paired measurements.
-pub fn paired_ratios(numerators: &[f64], denominators: &[f64]) -> Vec<f64> {
+pub(super) fn paired_ratios(numerators: &[f64], denominators: &[f64]) -> Vec<f64> {
     numerators
         .iter()
         .zip(denominators)

@@ -9,34 +9,35 @@ use std::process::Command;
 
 use anyhow::{bail, Context};
 
-pub const NOOP_SCRIPT: &str = include_str!("../../../bench/systemctl-noop.sh");
-pub const CONVERGE_SCRIPT: &str = include_str!("../../../bench/systemctl-converge.sh");
-pub const WHAT_IF_BATCHED_NOOP: &str = include_str!("../../../bench/what-if-batched-noop.sh");
-pub const WHAT_IF_CONVERGE_NO_RELOAD: &str =
+pub(super) const NOOP_SCRIPT: &str = include_str!("../../../bench/systemctl-noop.sh");
+pub(super) const CONVERGE_SCRIPT: &str = include_str!("../../../bench/systemctl-converge.sh");
+pub(super) const WHAT_IF_BATCHED_NOOP: &str =
+    include_str!("../../../bench/what-if-batched-noop.sh");
+pub(super) const WHAT_IF_CONVERGE_NO_RELOAD: &str =
     include_str!("../../../bench/what-if-converge-no-reload.sh");
-pub const WHAT_IF_BATCHED_CONVERGE: &str =
+pub(super) const WHAT_IF_BATCHED_CONVERGE: &str =
     include_str!("../../../bench/what-if-batched-converge.sh");
 const PLAYBOOK: &str = include_str!("../../../bench/ansible-playbook.yml");
 const PUPPET_MANIFEST: &str = include_str!("../../../bench/puppet-manifest.pp");
 
 /// The playbook with Ansible's systemd module name filled in.
-pub fn playbook(module: &str) -> String {
+pub(super) fn playbook(module: &str) -> String {
     PLAYBOOK.replace("@MODULE@", module)
 }
 
 /// `{"units": [...]}`, the playbook's variables.
-pub fn ansible_vars(units: &[String]) -> String {
+pub(super) fn ansible_vars(units: &[String]) -> String {
     serde_json::json!({ "units": units }).to_string()
 }
 
 /// The Puppet manifest for `units`.
-pub fn puppet_manifest(units: &[String]) -> String {
+pub(super) fn puppet_manifest(units: &[String]) -> String {
     let quoted: Vec<String> = units.iter().map(|u| format!("'{u}'")).collect();
     PUPPET_MANIFEST.replace("@UNITS@", &quoted.join(", "))
 }
 
 /// The first line a command prints (its version), or `None` when it cannot run.
-pub fn version_of(program: &str, args: &[&str]) -> Option<String> {
+pub(super) fn version_of(program: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(program).args(args).output().ok()?;
     if !out.status.success() {
         return None;
@@ -52,7 +53,7 @@ fn on_path(program: &str) -> bool {
 
 /// Installs with apt-get, saying so, the Debian packages whose program is
 /// missing. `wanted` is (program, package).
-pub fn ensure_installed(wanted: &[(&str, &str)]) -> anyhow::Result<()> {
+pub(super) fn ensure_installed(wanted: &[(&str, &str)]) -> anyhow::Result<()> {
     let missing: Vec<&str> = wanted
         .iter()
         .filter(|(program, _)| !on_path(program) && !Path::new(program).is_file())
@@ -89,7 +90,7 @@ pub fn ensure_installed(wanted: &[(&str, &str)]) -> anyhow::Result<()> {
 
 /// `ansible.builtin.systemd_service` (ansible-core 2.14 and later), else
 /// `ansible.builtin.systemd`.
-pub fn ansible_systemd_module() -> &'static str {
+pub(super) fn ansible_systemd_module() -> &'static str {
     let new_enough = Command::new("ansible-doc")
         .args(["-t", "module", "--json", "ansible.builtin.systemd_service"])
         .output()
