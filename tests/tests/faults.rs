@@ -195,12 +195,15 @@ fn a_second_signal_ends_the_run_at_once() {
     let signalled = Instant::now();
     signal(child.id(), "INT");
     let out = child.wait_with_output().unwrap();
+    // 130 (128 + SIGINT) is the second signal's exit, which no orderly end
+    // gives. The bound tells "at once" from waiting out the 5 s grace of the
+    // command under way: below it, with room for a busy machine.
+    assert_eq!(out.status.code(), Some(130));
     assert!(
-        signalled.elapsed() < Duration::from_secs(2),
+        signalled.elapsed() < Duration::from_millis(4500),
         "{:?}",
         signalled.elapsed()
     );
-    assert_eq!(out.status.code(), Some(130));
     assert!(!running("sleep 53"), "the command under way was killed too");
 }
 

@@ -869,11 +869,12 @@ fn assert_cut_off(r: &Run, json: &Value, marker: &str) {
         json["calls"][0]["error"].as_str().unwrap(),
         "timed out after 1s; the command and its process group were killed",
     );
+    // Cut off by the 1 s timeout and the 4 s wall clock, not by the
+    // grandchild's sleep of over an hour: bounds a busy machine cannot reach.
     let cut_at = json["calls"][0]["duration_ms"].as_f64().unwrap();
-    assert!(cut_at < 2500.0, "the call was cut off after {cut_at} ms");
-    // At most the 4 s wall clock, plus the compile.
+    assert!(cut_at < 20_000.0, "the call was cut off after {cut_at} ms");
     assert!(
-        r.run_time(json) < Duration::from_secs(8),
+        r.run_time(json) < Duration::from_secs(30),
         "the run took {:?} ({:?} with the compile)",
         r.run_time(json),
         r.elapsed
