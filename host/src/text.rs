@@ -89,6 +89,26 @@ pub fn lines(text: &str) -> impl Iterator<Item = Cow<'_, str>> {
     text.lines().map(one_line)
 }
 
+/// Text a policy file or a guest wrote (an import name, an export list, a
+/// compiler's message quoting them): safe by type. Its `Display` is
+/// [`one_line`] of it, so whoever prints it, and however (a log line, an
+/// error chain, a report), it can never start a line of its own or drive
+/// the terminal. Made only where such text enters the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untrusted(String);
+
+impl Untrusted {
+    pub(crate) fn new(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+}
+
+impl std::fmt::Display for Untrusted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&one_line(&self.0))
+    }
+}
+
 /// Lower-case hex, as digests are shown.
 pub fn hex(bytes: &[u8]) -> String {
     bytes
@@ -102,6 +122,18 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Milliseconds with microsecond precision, as reports show durations.
 pub fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+#[cfg(test)]
+mod untrusted_tests {
+    use super::Untrusted;
+
+    #[test]
+    fn untrusted_text_is_shown_on_one_line() {
+        let name = Untrusted::new("url=<a\nhost: error: forged>\x1b[2J");
+        assert_eq!(name.to_string(), "url=<a\\nhost: error: forged>\\x1b[2J");
+        assert_eq!(format!("`{name}`").lines().count(), 1);
+    }
 }
 
 #[cfg(test)]

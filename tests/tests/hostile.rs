@@ -373,6 +373,28 @@ fn component_importing_an_unknown_interface_is_refused_at_load() {
     assert_no_systemctl(&fake);
 }
 
+/// A newline the component model allows inside an import name (`url=<...>`)
+/// is shown escaped, on the one error line: it never makes a second
+/// `host: error:` line that the policy wrote.
+#[test]
+fn an_import_name_cannot_forge_a_second_error_line() {
+    let fake = FakeSystemctl::new();
+    let policy = fake.root().join("forger.wasm");
+    let component = wat::parse_str(
+        r#"(component (import "url=<x\nhost: error: all units converged>" (instance)))"#,
+    )
+    .expect("a component with that import");
+    fs::write(&policy, component).unwrap();
+    sign_file(&policy);
+    let r = host(&fake, &policy, &["--json"]);
+    r.assert_exit(1);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stderr, got:\n{}", r.stderr);
+    assert!(lines[0].starts_with("host: error: "), "{}", r.stderr);
+    assert_contains(lines[0], "`url=<x\\nhost: error: all units converged>`");
+    assert_no_systemctl(&fake);
+}
+
 // ---------------------------------------------------------------------- WASI
 
 #[test]

@@ -3,6 +3,7 @@
 use thiserror::Error;
 
 use super::cache::{CacheOutcome, CompileCache};
+use crate::text::Untrusted;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::Component;
 use wasmtime::Engine;
@@ -18,7 +19,9 @@ const OWN_PACKAGE: &str = "policy-host:policy/";
 /// The interfaces of our own package a policy may import.
 const OWN_INTERFACES: [&str; 2] = ["service-provider", "types"];
 
-/// Why a policy was refused before it ran.
+/// Why a policy was refused before it ran. What the policy file wrote (its
+/// import and export names, and the compiler's messages, which quote them)
+/// is [`Untrusted`]: shown escaped, on one line.
 #[derive(Debug, Error)]
 pub enum LoadError {
     #[error("not a WebAssembly file (it does not start with the \\0asm magic bytes)")]
@@ -27,14 +30,21 @@ pub enum LoadError {
     CoreModule,
     #[error("unsupported WebAssembly version or layer {0:02x?}")]
     UnknownLayer([u8; 4]),
-    #[error("could not compile the component: {0:#}")]
-    Compile(anyhow::Error),
+    #[error("could not compile the component: {0}")]
+    Compile(Untrusted),
     #[error("the policy imports `{0}`, which the host does not provide (a policy may import only policy-host:policy/service-provider and WASI)")]
-    ForbiddenImport(String),
+    ForbiddenImport(Untrusted),
     #[error("not a policy component: it does not export `run` from world policy-host:policy/policy (its exports: {0})")]
-    NotAPolicy(String),
+    NotAPolicy(Untrusted),
     #[error("the policy was built against contract policy-host:policy@{found}, and this host speaks @{CONTRACT_VERSION}: rebuild it with the guest-sdk this host ships (`host new-policy` vendors it)")]
-    ContractVersion { found: String },
+    ContractVersion { found: Untrusted },
+}
+
+impl LoadError {
+    /// A compile or link error: wasmtime's message quotes the component.
+    pub(crate) fn compile(error: &anyhow::Error) -> Self {
+        LoadError::Compile(Untrusted::new(format!("{error:#}")))
+    }
 }
 
 /// Checks the header, compiles (or takes the compiled artifact from `cache`),
@@ -50,7 +60,7 @@ pub fn load_component(
         Some(cache) => cache.get_or_compile(engine, bytes, compile),
         None => compile().map(|c| (c, CacheOutcome::Disabled)),
     }
-    .map_err(LoadError::Compile)?;
+    .map_err(|e| LoadError::compile(&e))?;
     check_imports(engine, &component)?;
     check_exports(engine, &component)?;
     Ok((component, outcome))
@@ -103,10 +113,10 @@ fn check_imports(engine: &Engine, component: &Component) -> Result<(), LoadError
             Some((_, version)) if version == CONTRACT_VERSION => {}
             Some((_, version)) => {
                 return Err(LoadError::ContractVersion {
-                    found: version.to_owned(),
+                    found: Untrusted::new(version),
                 })
             }
-            None => return Err(LoadError::ForbiddenImport(name.to_owned())),
+            None => return Err(LoadError::ForbiddenImport(Untrusted::new(name))),
         }
     }
     Ok(())
@@ -121,11 +131,11 @@ fn check_exports(engine: &Engine, component: &Component) -> Result<(), LoadError
         }
         names.push(format!("`{name}`"));
     }
-    Err(LoadError::NotAPolicy(if names.is_empty() {
+    Err(LoadError::NotAPolicy(Untrusted::new(if names.is_empty() {
         "none".to_owned()
     } else {
         names.join(", ")
-    }))
+    })))
 }
 
 #[cfg(test)]
@@ -165,6 +175,19 @@ mod tests {
         let wat = format!("(component (import \"{name}\" (instance)))");
         let component = Component::new(&engine, wat::parse_str(&wat).unwrap()).unwrap();
         check_imports(&engine, &component)
+    }
+
+    #[test]
+    fn an_import_name_with_a_newline_is_refused_on_one_line() {
+        // The component model accepts a newline inside a `url=<...>` name.
+        let err = importing("url=<a\\nhost: error: forged>").unwrap_err();
+        let message = err.to_string();
+        assert!(matches!(err, LoadError::ForbiddenImport(_)), "{message}");
+        assert!(
+            message.contains("`url=<a\\nhost: error: forged>`"),
+            "{message}"
+        );
+        assert_eq!(message.lines().count(), 1, "{message}");
     }
 
     #[test]

@@ -206,7 +206,7 @@ impl PolicyRuntime {
             .linker
             .instantiate_pre(&component)
             .and_then(contract::PolicyPre::new)
-            .map_err(|e| LoadError::Compile(e.into()))?;
+            .map_err(|e| LoadError::compile(&e.into()))?;
         Ok(LoadedPolicy {
             pre,
             cache,
