@@ -12,10 +12,10 @@ use wasmtime::component::Component;
 
 use crate::admission::{examine_reference, Location};
 use crate::cli::InspectArgs;
-use crate::oci::{Kind, Registry};
+use crate::oci::Kind;
 use crate::runtime::load::{check_header, check_policy_world, interface_names, LoadError};
 use crate::runtime::PolicyRuntime;
-use crate::settings::{resolve_trust, ConfigFile, RegistrySettings, RunSettings};
+use crate::settings::{resolve_trust, ConfigFile, RunSettings};
 use crate::signature::{SignatureError, Verified};
 use crate::text::{hex, one_line};
 
@@ -53,8 +53,7 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
             (path.display().to_string(), bytes, verdict)
         }
         Location::Oci(reference) => {
-            let settings = RegistrySettings::resolve(&args.registry, &file)?;
-            let registry = Registry::new(settings.client_config(None))?;
+            let registry = super::registry_client(&args.registry, &file)?;
             let (pulled, verdict) = examine_reference(&registry, &trust, &reference)?;
             let shown = reference.pinned(&pulled.digest).to_string();
             if pulled.kind != Kind::Policy {

@@ -10,3 +10,13 @@ pub mod run;
 pub mod sign;
 pub mod status;
 pub mod verify;
+
+use crate::oci::Registry;
+use crate::settings::{ConfigFile, RegistryFlags, RegistrySettings};
+
+/// A registry client with the registry settings of the command line and
+/// host.toml, for a command that has no wall clock (`push`, `verify`,
+/// `inspect`; `run` bounds its requests by its own).
+fn registry_client(flags: &RegistryFlags, file: &ConfigFile) -> anyhow::Result<Registry> {
+    Registry::new(RegistrySettings::resolve(flags, file)?.client_config(None))
+}

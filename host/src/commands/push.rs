@@ -16,13 +16,13 @@ use anyhow::{bail, Context as _};
 
 use crate::cli::PushArgs;
 use crate::oci::layout::{self, Kind, IMAGE_INDEX, IMAGE_MANIFEST};
-use crate::oci::{OciRef, Registry};
-use crate::settings::{ConfigFile, RegistrySettings};
+use crate::oci::OciRef;
+use crate::settings::ConfigFile;
 use crate::signature::{parse_signature, signature_path_for, Claims, MAX_SIGNATURE_FILE};
 
 pub fn execute(args: &PushArgs) -> anyhow::Result<i32> {
     let file = ConfigFile::load(args.config.as_deref())?;
-    let settings = RegistrySettings::resolve(&args.registry, &file)?;
+    let registry = super::registry_client(&args.registry, &file)?;
     let reference = OciRef::parse(&args.reference)?;
     let file_name = args
         .file
@@ -53,7 +53,6 @@ pub fn execute(args: &PushArgs) -> anyhow::Result<i32> {
         None => reference.pinned(&digest),
     };
 
-    let registry = Registry::new(settings.client_config(None))?;
     for blob in &artifact.blobs {
         registry.push_blob(&reference, blob)?;
     }

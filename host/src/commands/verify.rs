@@ -3,12 +3,9 @@
 //! with the same trust and name binding as `run`; the verdict names the
 //! digest the reference pointed to.
 
-use std::path::Path;
-
 use crate::admission::{examine_reference, Location};
 use crate::cli::VerifyArgs;
-use crate::oci::Registry;
-use crate::settings::{resolve_trust, ConfigFile, RegistrySettings};
+use crate::settings::{resolve_trust, ConfigFile};
 use crate::signature::{SignatureError, Verified};
 use crate::text::one_line;
 
@@ -23,13 +20,12 @@ pub fn execute(args: &VerifyArgs) -> anyhow::Result<i32> {
                     path: path.clone(),
                     source,
                 })
-                .and_then(|bytes| trust.verify("file", Path::new(&path), &bytes));
+                .and_then(|bytes| trust.verify("file", &path, &bytes));
             (path.display().to_string(), verdict)
         }
         Location::Oci(reference) => {
             // A registry that cannot be reached is an error, not a verdict.
-            let settings = RegistrySettings::resolve(&args.registry, &file)?;
-            let registry = Registry::new(settings.client_config(None))?;
+            let registry = super::registry_client(&args.registry, &file)?;
             let (pulled, verdict) = examine_reference(&registry, &trust, &reference)?;
             (reference.pinned(&pulled.digest).to_string(), verdict)
         }
