@@ -70,6 +70,12 @@ impl Run {
     }
 }
 
+/// A command's output as text (invalid UTF-8 replaced), for messages and
+/// comparisons.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
 pub fn run(mut cmd: Command) -> Run {
     let start = Instant::now();
     let out = cmd.output().expect("run host");

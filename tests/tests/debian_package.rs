@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use policy_host_e2e::build::{target_dir, workspace_root};
+use policy_host_e2e::outcome::text;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
 
@@ -117,10 +118,6 @@ fn deb_field(deb: &Path, field: &str) -> String {
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 struct Inside<'a>(&'a Sandbox);

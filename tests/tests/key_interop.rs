@@ -15,6 +15,7 @@ use std::process::{Command, Output, Stdio};
 
 use policy_host_e2e::build::{host_binary, minisign_command};
 use policy_host_e2e::fake_systemctl::temp_dir;
+use policy_host_e2e::outcome::text;
 
 /// The password every encrypted key of these tests has, and a file holding it.
 const PASSWORD: &str = "correct horse battery";
@@ -54,10 +55,6 @@ impl Drop for Scratch {
 
 fn minisign() -> Command {
     minisign_command()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Runs `command` with `stdin` as its standard input (nothing: an empty,

@@ -32,6 +32,7 @@ use policy_host_e2e::build::{
 };
 use policy_host_e2e::executable::write_executable;
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
+use policy_host_e2e::outcome::text;
 use policy_host_e2e::outcome::{assert_contains, json_calls, run, Run};
 use serde_json::Value;
 
@@ -164,10 +165,6 @@ impl Drop for Attacker {
             }
         }
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A scratch directory of root's (mode 0755, under the system temp dir),

@@ -10,11 +10,8 @@ use policy_host_e2e::build::{
     host_binary, policy_wasm, run_args, sign_file, signed_policy, test_key, trust_args,
 };
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
+use policy_host_e2e::outcome::text;
 use serde_json::Value;
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn web_host() -> FakeSystemctl {
     let fake = FakeSystemctl::new();

@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use policy_host_e2e::build::{host_binary, target_dir, test_key, trust_args, workspace_root};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
+use policy_host_e2e::outcome::text;
 use serde_json::Value;
 
 /// A fresh directory for one test under `target/e2e-scaffold/`, kept when
@@ -126,10 +127,6 @@ fn scrubbed(mut command: Command) -> Command {
         }
     }
     command
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[track_caller]

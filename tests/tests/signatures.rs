@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 
 use policy_host_e2e::build::{host_binary, isolation_args, policy_wasm};
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
+use policy_host_e2e::outcome::text;
 use serde_json::Value;
 
 /// A scratch directory holding a copy of the example policy.
@@ -47,10 +48,6 @@ fn minisign() -> Command {
 
 fn output(mut command: Command) -> Output {
     command.output().expect("run command")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[track_caller]

@@ -52,8 +52,9 @@ fn shipped(unit: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
+/// A command's output, trimmed: systemctl's one-word answers.
 fn text(output: &[u8]) -> String {
-    String::from_utf8_lossy(output).trim().to_string()
+    policy_host_e2e::outcome::text(output).trim().to_owned()
 }
 
 impl Machine {
