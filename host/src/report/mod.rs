@@ -181,6 +181,54 @@ impl RunReport {
     }
 }
 
+impl RunReport {
+    /// Adds what followed the policy's own calls as the run's last policy:
+    /// the provider's closing calls (the one daemon-reload), whether they
+    /// failed, and the time they took.
+    pub fn close(&mut self, calls: Vec<CallRecord>, failure: Option<String>, took: Duration) {
+        self.calls.extend(calls);
+        self.summary.duration_ms += millis(took);
+        if let Some(failure) = failure {
+            self.errors.push(failure);
+            self.summary.success = false;
+        }
+    }
+}
+
+/// The report of a run that could not happen: nothing was applied. It has
+/// the shape monitoring reads from a report (an `error`, a failed summary).
+#[derive(Debug, Clone, Serialize)]
+pub struct FailedRun {
+    pub error: String,
+    pub summary: NothingApplied,
+}
+
+/// A summary of nothing: no resource, and no success.
+#[derive(Debug, Clone, Serialize)]
+pub struct NothingApplied {
+    resources: usize,
+    changed: usize,
+    failed: usize,
+    unchanged: usize,
+    success: bool,
+}
+
+impl Report {
+    /// The report written when the run could not happen, for `error`.
+    pub fn failed(error: &anyhow::Error) -> FailedRun {
+        FailedRun {
+            error: format!("{error:#}"),
+            summary: NothingApplied {
+                resources: 0,
+                changed: 0,
+                failed: 0,
+                unchanged: 0,
+                success: false,
+            },
+        }
+    }
+}
+
 pub use human::{render_human, Style, Verbosity};
 pub use metrics::render_metrics;
 
@@ -290,6 +338,22 @@ impl Report {
             (if changes { 2 } else { 0 }) | (if failures { 4 } else { 0 })
         } else {
             i32::from(failures)
+        }
+    }
+}
+
+#[cfg(test)]
+mod phase_tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_could_not_happen_reports_an_error_and_a_failed_summary() {
+        let error = anyhow::anyhow!("cause").context("loading policy p.wasm");
+        let json = serde_json::to_value(Report::failed(&error)).unwrap();
+        assert_eq!(json["error"], "loading policy p.wasm: cause");
+        assert_eq!(json["summary"]["success"], false);
+        for count in ["resources", "changed", "failed", "unchanged"] {
+            assert_eq!(json["summary"][count], 0, "{count}");
         }
     }
 }

@@ -1,0 +1,237 @@
+//! The first phase of a run: what to run and with which settings, decided
+//! from the command line and host.toml before anything is read or changed.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+
+use crate::admission::{self, Gate, Location, Remote};
+use crate::atomic_file;
+use crate::cli::RunArgs;
+use crate::oci::{Registry, Store};
+use crate::settings::{
+    resolve_trust, ConfigFile, RegistrySettings, RunSettings, DEFAULT_CONFIG_FILE,
+};
+use crate::signature::Trust;
+use crate::versions::Versions;
+
+/// One policy to run and the settings document it runs with.
+pub(super) struct Job {
+    pub(super) policy: Location,
+    pub(super) settings: Option<Location>,
+}
+
+/// A run decided: its settings, its trust, its jobs, and how references are
+/// pulled. Every output has been checked writable; nothing is read yet.
+pub(super) struct Plan<'a> {
+    pub(super) args: &'a RunArgs,
+    pub(super) started: Instant,
+    pub(super) settings: RunSettings,
+    pub(super) trust: Trust,
+    pub(super) versions: Versions,
+    pub(super) jobs: Vec<Job>,
+    pub(super) remote: Option<Remote>,
+}
+
+impl<'a> Plan<'a> {
+    /// Resolves the settings (flags over host.toml over defaults), the trust
+    /// and the jobs; fails, with nothing changed, on any mistake in them.
+    pub(super) fn resolve(args: &'a RunArgs, started: Instant) -> anyhow::Result<Self> {
+        let file = ConfigFile::load(args.trust.config.as_deref())?;
+        let settings = RunSettings::resolve(&args.run_flags, &file)?;
+        let versions = Versions::open(&settings.state_dir)?;
+        check_outputs(args, &settings)?;
+        let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
+        let jobs = jobs(args, &file)?;
+        let remote = remote(&jobs, args, &file, &settings, started)?;
+        Ok(Self {
+            args,
+            started,
+            settings,
+            trust,
+            versions,
+            jobs,
+            remote,
+        })
+    }
+
+    /// The gate every document of this run passes through.
+    pub(super) fn gate(&self) -> Gate<'_> {
+        Gate {
+            trust: &self.trust,
+            versions: &self.versions,
+            allow_unsigned: self.args.allow_unsigned,
+            allow_rollback: self.args.allow_rollback,
+            remote: self.remote.as_ref(),
+        }
+    }
+}
+
+/// Checks, before anything is changed, that every output can be written:
+/// a temporary file is created beside each and removed. A path that cannot
+/// be written is an error naming its option, and the run does not start.
+fn check_outputs(args: &RunArgs, settings: &RunSettings) -> anyhow::Result<()> {
+    let files = [
+        ("--report", args.report.as_deref()),
+        ("--metrics", args.metrics.as_deref()),
+    ];
+    for (option, path) in files {
+        if let Some(path) = path {
+            atomic_file::probe(path)
+                .with_context(|| format!("{option} {}: cannot be written", path.display()))?;
+        }
+    }
+    atomic_file::probe(&settings.state_dir.join("versions.json")).with_context(|| {
+        format!(
+            "--state-dir {}: cannot be written",
+            settings.state_dir.display()
+        )
+    })?;
+    // A cache directory that is not safe is not used at all (a warning, a
+    // compile); one that is safe must also be writable.
+    if !args.no_cache && settings.cache_dir.is_dir() {
+        atomic_file::probe(&settings.cache_dir.join("probe")).with_context(|| {
+            format!(
+                "--cache-dir {}: cannot be written",
+                settings.cache_dir.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// What to run: the policies named (each with `--settings`), else the
+/// `[[policy]]` list of host.toml.
+fn jobs(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<Vec<Job>> {
+    let parse =
+        |text: &str, what: &str| Location::parse(text).with_context(|| format!("{what} {text:?}"));
+    if !args.policies.is_empty() {
+        let settings = args
+            .settings
+            .as_deref()
+            .map(|s| parse(s, "--settings"))
+            .transpose()?;
+        let named = args
+            .policies
+            .iter()
+            .map(|p| parse(p, "policy"))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return Ok(admission::policy_locations(&named)?
+            .into_iter()
+            .map(|policy| Job {
+                policy,
+                settings: settings.clone(),
+            })
+            .collect());
+    }
+    if args.settings.is_some() {
+        bail!("--settings is for the policies named with it: name them (host run POLICY --settings FILE), or give each policy its settings in host.toml's [[policy]]");
+    }
+    let Some(path) = file.path() else {
+        bail!("no policy to run: name one (host run POLICY), or list them in {DEFAULT_CONFIG_FILE} as [[policy]] tables with a `source`");
+    };
+    let mut jobs = Vec::new();
+    for entry in &file.policies {
+        let what = format!("{}: [[policy]]", path.display());
+        let settings = entry
+            .settings
+            .as_deref()
+            .map(|s| parse(s, &format!("{what} settings")))
+            .transpose()?;
+        let policy = parse(&entry.source, &format!("{what} source"))?;
+        jobs.extend(
+            admission::policy_locations(&[policy])?
+                .into_iter()
+                .map(|policy| Job {
+                    policy,
+                    settings: settings.clone(),
+                }),
+        );
+    }
+    if jobs.is_empty() {
+        tracing::info!("{} lists no [[policy]]: nothing to run", path.display());
+    }
+    Ok(jobs)
+}
+
+/// The registry session, when any job names a reference.
+fn remote(
+    jobs: &[Job],
+    args: &RunArgs,
+    file: &ConfigFile,
+    settings: &RunSettings,
+    started: Instant,
+) -> anyhow::Result<Option<Remote>> {
+    let remote_jobs = jobs
+        .iter()
+        .any(|j| j.policy.is_remote() || j.settings.as_ref().is_some_and(Location::is_remote));
+    if !remote_jobs {
+        return Ok(None);
+    }
+    let registry = RegistrySettings::resolve(&args.registry, file)?
+        .client_config(Some(started + settings.limits.wall_clock));
+    let registry = Registry::new(registry)?;
+    let store = match Store::open(&settings.cache_dir) {
+        Ok(store) => Some(store),
+        Err(e) => {
+            tracing::warn!("{e:#}; pulling without keeping verified copies (a registry outage will fail the run)");
+            None
+        }
+    };
+    Ok(Some(Remote { registry, store }))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn run_args(argv: &[&str]) -> RunArgs {
+        let cli = Cli::try_parse_from(["host", "run"].iter().chain(argv)).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        *args
+    }
+
+    #[test]
+    fn named_policies_share_the_settings_named_with_them() {
+        let args = run_args(&["a.wasm", "b.wasm", "--settings", "s.yaml"]);
+        let jobs = jobs(&args, &ConfigFile::default()).unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert!(jobs.iter().all(|j| j.settings.is_some()));
+        assert_ne!(jobs[0].policy, jobs[1].policy);
+    }
+
+    #[test]
+    fn settings_without_a_policy_is_refused_naming_the_fix() {
+        let args = run_args(&["--settings", "s.yaml"]);
+        let error = jobs(&args, &ConfigFile::default())
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(error.contains("host run POLICY --settings FILE"), "{error}");
+    }
+
+    #[test]
+    fn no_policy_and_no_config_file_is_refused() {
+        let args = run_args(&[]);
+        let error = jobs(&args, &ConfigFile::default())
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(error.contains("no policy to run"), "{error}");
+    }
+
+    #[test]
+    fn a_run_of_local_files_opens_no_registry_session() {
+        let args = run_args(&["a.wasm"]);
+        let file = ConfigFile::default();
+        let settings = RunSettings::resolve(&args.run_flags, &file).unwrap();
+        let jobs = jobs(&args, &file).unwrap();
+        let remote = remote(&jobs, &args, &file, &settings, Instant::now()).unwrap();
+        assert!(remote.is_none());
+    }
+}

@@ -1,0 +1,207 @@
+//! The third phase of a run: under the machine's run lock, each admitted
+//! policy is run against the one provider, and the run's report is built.
+
+use std::time::Instant;
+
+use anyhow::bail;
+
+use crate::atomic_file;
+use crate::contract::RunOptions;
+use crate::guest::GuestOutcome;
+use crate::interrupt;
+use crate::lock::{RunLock, Wait};
+use crate::provider::runner::{find_in_path, ProcessRunner};
+use crate::provider::{Provider, SystemdConfig, SystemdProvider};
+use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
+use crate::runtime::PolicyRuntime;
+use crate::text::millis;
+
+use super::admit::{AdmittedRun, ReadyPolicy};
+use super::plan::Plan;
+
+/// The run holding the lock, its versions recorded, its provider built:
+/// from here on, the machine may change.
+pub(super) struct Session<'a> {
+    plan: &'a Plan<'a>,
+    run: AdmittedRun,
+    lock: RunLock,
+    provider: Box<dyn Provider>,
+}
+
+impl<'a> Session<'a> {
+    /// Takes the lock (waiting as the settings say), removes what a killed
+    /// run left behind, and records the versions about to run.
+    pub(super) fn begin(plan: &'a Plan<'a>, run: AdmittedRun) -> anyhow::Result<Self> {
+        let args = plan.args;
+        let settings = &plan.settings;
+        let wait = if args.no_wait {
+            Wait::No
+        } else {
+            Wait::Up(settings.lock_timeout)
+        };
+        let lock = RunLock::acquire(&settings.lock_file, wait)?;
+        if let Some(signal) = interrupt::received() {
+            bail!(
+                "interrupted by {} before the first change; nothing was changed",
+                interrupt::name(signal)
+            );
+        }
+        // What a run killed while writing left behind (only runs holding
+        // the lock write these files, so none is in use).
+        for path in [args.report.as_deref(), args.metrics.as_deref()]
+            .into_iter()
+            .flatten()
+            .map(std::path::Path::to_path_buf)
+            .chain([settings.state_dir.join("versions.json")])
+        {
+            atomic_file::remove_stale(&path);
+        }
+        // Under the lock: no other run can record a version between this
+        // check and write. A noop run records nothing: trying a new version
+        // with --noop must not make the one in service a refused rollback.
+        if !args.noop {
+            crate::admission::record_versions(
+                &settings.state_dir,
+                run.documents(),
+                args.allow_rollback,
+            )?;
+        }
+        let systemctl = std::env::var_os("PATH")
+            .and_then(|path| find_in_path("systemctl", &path))
+            .ok_or_else(|| "systemctl not found on PATH".to_owned());
+        let provider = Box::new(SystemdProvider::new(
+            SystemdConfig {
+                systemctl,
+                timeout: settings.systemctl_timeout,
+                noop: args.noop,
+                allow: settings.allow.clone(),
+                status_via: settings.status_via,
+            },
+            Box::new(ProcessRunner),
+        ));
+        Ok(Self {
+            plan,
+            run,
+            lock,
+            provider,
+        })
+    }
+
+    /// Runs each policy in order; what one changed counts as changed for
+    /// those after it. A signal stops the run between policies. The run's
+    /// one reload after enablement changes follows the last policy run, and
+    /// is reported with it. The lock is handed back: it is held until the
+    /// outputs are written.
+    pub(super) fn converge(self) -> anyhow::Result<(Report, RunLock)> {
+        let Session {
+            plan,
+            run,
+            lock,
+            mut provider,
+        } = self;
+        let mut refreshed = plan.args.refresh.clone();
+        let mut reports = Vec::with_capacity(run.policies.len());
+        let mut not_started = Vec::new();
+        for (index, policy) in run.policies.into_iter().enumerate() {
+            if interrupt::received().is_some() {
+                not_started.push(format!("policy {} (not started)", policy.admitted.name));
+                continue;
+            }
+            let started = if index == 0 {
+                plan.started
+            } else {
+                Instant::now()
+            };
+            let options = RunOptions {
+                noop: plan.args.noop,
+                refreshed: refreshed.clone(),
+                settings: policy.settings.as_ref().map(|doc| doc.text.clone()),
+            };
+            let report;
+            (report, provider) = run_one(plan, &run.runtime, policy, options, provider, started)?;
+            refreshed.extend(
+                report
+                    .resources
+                    .iter()
+                    .filter(|r| r.changed)
+                    .map(|r| r.resource.clone()),
+            );
+            reports.push(report);
+        }
+        let reload_started = Instant::now();
+        let reloaded = provider.finish().map_err(|e| {
+            format!(
+                "daemon-reload after the enablement changes failed: {}",
+                e.message()
+            )
+        });
+        let calls = provider.take_calls();
+        match reports.last_mut() {
+            Some(last) => last.close(calls, reloaded.err(), reload_started.elapsed()),
+            None => {
+                if let Err(e) = reloaded {
+                    tracing::error!("{e}");
+                }
+            }
+        }
+        let mut report = Report::new(reports);
+        if let Some(signal) = interrupt::received() {
+            report.interrupt(interrupt::name(signal), not_started);
+        }
+        Ok((report, lock))
+    }
+}
+
+/// Runs one policy and builds its report from the host's own record; the
+/// provider, shared by the run's policies, is handed back.
+fn run_one(
+    plan: &Plan<'_>,
+    runtime: &PolicyRuntime,
+    policy: ReadyPolicy,
+    options: RunOptions,
+    provider: Box<dyn Provider>,
+    started: Instant,
+) -> anyhow::Result<(RunReport, Box<dyn Provider>)> {
+    let ReadyPolicy {
+        admitted,
+        compiled,
+        settings,
+    } = policy;
+    let run = runtime.run(&compiled, options, provider)?;
+    let mut provider = run.provider;
+    if let Err(failure) = &run.outcome {
+        tracing::error!(policy = %admitted.origin, class = failure.class, "policy failed: {}", failure.message);
+    }
+    let calls = provider.take_calls();
+    let (status_reader, status_note) = provider.status_reader();
+    let provider_info = ProviderInfo {
+        name: provider.name(),
+        available: provider.unavailable_reason().is_none(),
+        detail: provider.unavailable_reason().map(str::to_owned),
+        status_reader,
+        status_note: status_note.map(str::to_owned),
+    };
+    let outcome = GuestOutcome::new(
+        run.outcome,
+        &calls,
+        plan.args.noop,
+        plan.settings.limits.report_bytes,
+    );
+    let report = RunReport::new(RunRecord {
+        policy: admitted.name,
+        source: admitted.source,
+        settings_source: settings.map(|doc| doc.admitted.source.clone()),
+        noop: plan.args.noop,
+        signature: admitted.signature,
+        compile: CompileInfo {
+            cache: compiled.cache,
+            duration_ms: millis(compiled.load_time),
+        },
+        provider: provider_info,
+        outcome,
+        calls,
+        log: run.log,
+        duration: started.elapsed(),
+    });
+    Ok((report, provider))
+}
