@@ -1,0 +1,147 @@
+//! host.toml: read once per command, every key checked against the
+//! declared settings, its `[[policy]]` list made absolute.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+
+use super::options::all_settings;
+
+/// Where the host looks for its configuration when `--config` is not given.
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/policy-host/host.toml";
+
+/// The host configuration file, read once per command.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigFile {
+    /// `None` when the default file is absent: every value is then default.
+    path: Option<PathBuf>,
+    values: BTreeMap<String, toml::Value>,
+    /// The `[[policy]]` tables: what `host run` with no policy named runs.
+    pub policies: Vec<PolicyEntry>,
+}
+
+/// One `[[policy]]` of host.toml: a policy and the settings it runs with,
+/// each a file, a directory (policies only) or an `oci://` reference.
+/// Relative paths are relative to host.toml's directory.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyEntry {
+    pub source: String,
+    #[serde(default)]
+    pub settings: Option<String>,
+}
+
+impl ConfigFile {
+    /// Reads `--config FILE` (which must exist), or the default file (which
+    /// may be absent). Unknown keys are errors naming the key and its line.
+    pub fn load(explicit: Option<&Path>) -> anyhow::Result<Self> {
+        let path = explicit.unwrap_or(Path::new(DEFAULT_CONFIG_FILE));
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+                return Ok(Self::default())
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("reading host configuration {}", path.display()))
+            }
+        };
+        Self::parse(path, &text)
+    }
+
+    /// Parses `text` as the configuration file `path`.
+    pub fn parse(path: &Path, text: &str) -> anyhow::Result<Self> {
+        let mut table: toml::Table = toml::from_str(text)
+            .with_context(|| format!("host configuration {}", path.display()))?;
+        let policies = match table.remove("policy") {
+            None => Vec::new(),
+            Some(value) => {
+                let entries: Vec<PolicyEntry> = value.try_into().with_context(|| {
+                    format!(
+                        "host configuration {}: `[[policy]]` takes `source` and, optionally, `settings`",
+                        path.display()
+                    )
+                })?;
+                let dir = path.parent().unwrap_or(Path::new("/"));
+                entries
+                    .into_iter()
+                    .map(|entry| PolicyEntry {
+                        source: relative_to(dir, &entry.source),
+                        settings: entry.settings.map(|s| relative_to(dir, &s)),
+                    })
+                    .collect()
+            }
+        };
+        let mut values = BTreeMap::new();
+        flatten("", table, &mut values);
+        for key in values.keys() {
+            if !all_settings().any(|s| s.key == key) {
+                let line = line_of(text, key)
+                    .map(|n| format!(" (line {n})"))
+                    .unwrap_or_default();
+                let known: Vec<&str> = all_settings().map(|s| s.key).collect();
+                bail!(
+                    "host configuration {}: unknown setting `{key}`{line}; the settings are: {}",
+                    path.display(),
+                    known.join(", ")
+                );
+            }
+        }
+        Ok(Self {
+            path: Some(path.to_owned()),
+            values,
+            policies,
+        })
+    }
+
+    /// The configuration file read, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The value of `key` (`limits.memory_mib`), when the file gives one.
+    pub fn value(&self, key: &str) -> Option<&toml::Value> {
+        self.values.get(key)
+    }
+}
+
+/// A path in host.toml, made absolute against its directory; a reference
+/// stays as it is.
+fn relative_to(dir: &Path, location: &str) -> String {
+    if location.starts_with("oci://") || Path::new(location).is_absolute() || location.is_empty() {
+        location.to_owned()
+    } else {
+        dir.join(location).display().to_string()
+    }
+}
+
+/// `a = 1` and `[t] b = 2` as `a` and `t.b`; nested tables only one level
+/// deep exist, but any depth is flattened so unknown ones are named whole.
+fn flatten(prefix: &str, table: toml::Table, out: &mut BTreeMap<String, toml::Value>) {
+    for (key, value) in table {
+        let key = if prefix.is_empty() {
+            key
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            toml::Value::Table(inner) => flatten(&key, inner, out),
+            value => {
+                out.insert(key, value);
+            }
+        }
+    }
+}
+
+/// The line where `key`'s last part is assigned, for error messages.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    let name = key.rsplit('.').next()?;
+    text.lines()
+        .position(|line| {
+            line.trim_start()
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
+}

@@ -1,0 +1,176 @@
+//! Every option of the host, declared once. A new option is one entry here
+//! and one use of its typed value; its flag, host.toml key, help, default
+//! and template line follow.
+//!
+//! Options are named in code as fields, so a misspelt name does not compile:
+//!
+//! ```compile_fail,E0609
+//! let flags = policy_host::settings::RunFlags::default();
+//! let _ = flags.cpu_tme; // no such option
+//! ```
+
+use super::declare::{settings, Setting};
+use super::value::{
+    AnyPath, Bytes, Choice, Count, Hosts, Mebibytes, OptionalPath, Patterns, Seconds, Words,
+};
+use crate::provider::StatusVia;
+
+settings! {
+    /// The command-line flags of the settings `run`, `verify` and `inspect`
+    /// share: whom to trust.
+    Trust: TrustFlags => TrustValues {
+        trusted_keys_dir: AnyPath {
+            flag: "trusted-keys-dir",
+            key: "trusted_keys_dir",
+            value_name: "DIR",
+            default: Some("/etc/policy-host/trusted-keys"),
+            help: "The system directory of trusted *.pub keys, used when no --trusted-key is given",
+        }
+    }
+
+    /// The command-line flags of the settings of `run` alone.
+    Run: RunFlags => RunValues {
+        systemctl_timeout: Seconds {
+            flag: "systemctl-timeout",
+            key: "limits.systemctl_timeout_secs",
+            value_name: "SECS",
+            default: Some("90"),
+            help: "The longest one systemctl command may take, in seconds",
+        }
+        cpu_time: Seconds {
+            flag: "cpu-time",
+            key: "limits.cpu_time_secs",
+            value_name: "SECS",
+            default: Some("10"),
+            help: "Guest CPU time per run, in seconds (host calls excluded)",
+        }
+        memory_limit: Mebibytes {
+            flag: "memory-limit",
+            key: "limits.memory_mib",
+            value_name: "MIB",
+            default: Some("64"),
+            help: "Guest memory, in MiB",
+        }
+        call_budget: Count {
+            flag: "call-budget",
+            key: "limits.call_budget",
+            value_name: "N",
+            default: Some("10000"),
+            help: "Provider calls per run",
+        }
+        log_limit: Bytes {
+            flag: "log-limit",
+            key: "limits.log_bytes",
+            value_name: "BYTES",
+            default: Some("1048576"),
+            help: "Captured policy stdout and stderr, in bytes",
+        }
+        report_limit: Bytes {
+            flag: "report-limit",
+            key: "limits.report_bytes",
+            value_name: "BYTES",
+            default: Some("1048576"),
+            help: "Text in the policy's report, in bytes",
+        }
+        wall_clock: Seconds {
+            flag: "wall-clock",
+            key: "limits.wall_clock_secs",
+            value_name: "SECS",
+            default: Some("900"),
+            help: "The whole run, host calls included, in seconds",
+        }
+        allow_units: Patterns {
+            flag: "allow-unit",
+            key: "allow_units",
+            value_name: "PATTERN",
+            default: None,
+            help: "Only let policies touch units matching this glob (e.g. 'web-*', 'nginx.service'); \
+                   repeatable, adds to the configuration file's; other units are denied",
+        }
+        lock_file: AnyPath {
+            flag: "lock-file",
+            key: "lock_file",
+            value_name: "FILE",
+            default: Some("/run/policy-host/lock"),
+            help: "The lock file that keeps two runs on this machine from interleaving; its directory \
+                   must be root's alone (created 0700 when missing)",
+        }
+        lock_timeout: Seconds {
+            flag: "lock-timeout",
+            key: "lock_timeout_secs",
+            value_name: "SECS",
+            default: Some("600"),
+            help: "How long to wait for another run to release the lock, in seconds",
+        }
+        state_dir: AnyPath {
+            flag: "state-dir",
+            key: "state_dir",
+            value_name: "DIR",
+            default: Some("/var/lib/policy-host"),
+            help: "Where the host keeps what it must remember between runs (root-only): the newest \
+                   signed version of each policy and settings file accepted, for rollback protection",
+        }
+        cache_dir: AnyPath {
+            flag: "cache-dir",
+            key: "cache_dir",
+            value_name: "DIR",
+            default: Some("/var/cache/policy-host"),
+            help: "Where compiled policies are cached (root-only; unsafe entries are ignored and rebuilt)",
+        }
+        provider: Choice<StatusVia> {
+            flag: "provider",
+            key: "provider",
+            value_name: "auto|systemctl",
+            default: Some("auto"),
+            help: "How status is read: auto (over D-Bus when the system bus and systemd on it \
+                   answer, else with systemctl) or systemctl (always `systemctl is-active` and \
+                   `is-enabled`); changes are always made with systemctl",
+        }
+    }
+
+    /// The command-line flags of the settings `run` and `push` share: how
+    /// registries are reached.
+    Registry: RegistryFlags => RegistryValues {
+        registry_ca: OptionalPath {
+            flag: "registry-ca",
+            key: "registry_ca",
+            value_name: "FILE",
+            default: None,
+            help: "A PEM file of certificate authorities trusted for registries, besides the system's",
+        }
+        insecure_registries: Hosts {
+            flag: "insecure-registry",
+            key: "insecure_registries",
+            value_name: "HOST[:PORT]",
+            default: None,
+            help: "A registry spoken to over plain HTTP, without TLS (a test or an isolated network \
+                   only); repeatable, adds to the configuration file's",
+        }
+        registry_timeout: Seconds {
+            flag: "registry-timeout",
+            key: "registry_timeout_secs",
+            value_name: "SECS",
+            default: Some("30"),
+            help: "The longest one registry request may take, in seconds (never past the run's wall clock)",
+        }
+    }
+}
+
+/// Every setting of the host, scope by scope, in declaration order.
+pub fn all_settings() -> impl Iterator<Item = &'static Setting> {
+    TrustFlags::SETTINGS
+        .iter()
+        .chain(RunFlags::SETTINGS)
+        .chain(RegistryFlags::SETTINGS)
+}
+
+impl Words for StatusVia {
+    const WORDS: &'static [&'static str] = &["auto", "systemctl"];
+    fn from_word(word: &str) -> Option<Self> {
+        match word {
+            "auto" => Some(StatusVia::Auto),
+            "systemctl" => Some(StatusVia::Systemctl),
+            _ => None,
+        }
+    }
+}

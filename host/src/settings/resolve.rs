@@ -1,0 +1,102 @@
+//! From the resolved values of each scope to what the commands use: the
+//! limits, the allowlist, the trust, the registry client's settings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::file::ConfigFile;
+use super::options::{RegistryFlags, RunFlags, TrustFlags};
+use crate::limits::Limits;
+use crate::provider::{StatusVia, UnitAllowlist};
+use crate::signature::Trust;
+
+/// Whom to trust, as `run`, `verify` and `inspect` all resolve it: the keys
+/// given one by one, else the trusted-keys directory (flag, file, default).
+pub fn resolve_trust(
+    keys: &[PathBuf],
+    flags: &TrustFlags,
+    file: &ConfigFile,
+) -> anyhow::Result<Trust> {
+    Ok(Trust::new(
+        keys.to_vec(),
+        flags.resolve(file)?.trusted_keys_dir,
+    ))
+}
+
+/// Everything `host run` needs to know beyond its policies.
+#[derive(Debug)]
+pub struct RunSettings {
+    pub limits: Limits,
+    pub systemctl_timeout: Duration,
+    /// `provider`: `auto` or `systemctl`.
+    pub status_via: StatusVia,
+    pub allow: Option<UnitAllowlist>,
+    pub lock_file: PathBuf,
+    pub lock_timeout: Duration,
+    pub cache_dir: PathBuf,
+    pub state_dir: PathBuf,
+}
+
+impl RunSettings {
+    pub fn resolve(flags: &RunFlags, file: &ConfigFile) -> anyhow::Result<Self> {
+        let values = flags.resolve(file)?;
+        let allow = if values.allow_units.is_empty() {
+            None
+        } else {
+            Some(UnitAllowlist::new(&values.allow_units)?)
+        };
+        Ok(Self {
+            limits: Limits {
+                cpu_time: values.cpu_time,
+                memory_bytes: values.memory_limit,
+                call_budget: values.call_budget,
+                log_bytes: values.log_limit,
+                report_bytes: values.report_limit,
+                wall_clock: values.wall_clock,
+            },
+            systemctl_timeout: values.systemctl_timeout,
+            status_via: values.provider,
+            allow,
+            lock_file: values.lock_file,
+            lock_timeout: values.lock_timeout,
+            cache_dir: values.cache_dir,
+            state_dir: values.state_dir,
+        })
+    }
+
+    /// The settings with nothing given and no configuration file.
+    pub fn defaults() -> Self {
+        Self::resolve(&RunFlags::default(), &ConfigFile::default())
+            .expect("the declared defaults are valid")
+    }
+}
+
+/// How `run` and `push` reach registries.
+#[derive(Debug, Clone)]
+pub struct RegistrySettings {
+    pub ca: Option<PathBuf>,
+    pub insecure: Vec<String>,
+    pub timeout: Duration,
+}
+
+impl RegistrySettings {
+    pub fn resolve(flags: &RegistryFlags, file: &ConfigFile) -> anyhow::Result<Self> {
+        let values = flags.resolve(file)?;
+        Ok(Self {
+            ca: values.registry_ca,
+            insecure: values.insecure_registries,
+            timeout: values.registry_timeout,
+        })
+    }
+
+    /// How to reach registries with these settings; `deadline` is when the
+    /// command must be over (a run's wall clock), if it has one.
+    pub fn client_config(self, deadline: Option<std::time::Instant>) -> crate::oci::RegistryConfig {
+        crate::oci::RegistryConfig {
+            ca: self.ca,
+            insecure: self.insecure,
+            timeout: self.timeout,
+            deadline,
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The packaged host.toml: generated from the declared settings, so it
+//! never drifts from the options.
+
+use super::declare::Setting;
+use super::options::all_settings;
+use super::value::Kind;
+
+/// The packaged `/etc/policy-host/host.toml`: every setting, commented out
+/// at its default and explained, and how to list policies. Generated from
+/// the declared settings, so it never drifts from the options.
+pub fn host_toml_template() -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "# /etc/policy-host/host.toml: the settings of policy host on this machine.\n\
+         #\n\
+         # Every setting is listed below at its default, commented out: uncomment a line to\n\
+         # change it. The command line overrides this file (policy-host(8)). An unknown key or a\n\
+         # bad value stops every run with an error that names it.\n\
+         #\n\
+         # `policy-host run` with no policy named runs the [[policy]] list at the end, in order.\n\
+         # With none listed, a run succeeds and does nothing.\n",
+    );
+    let value = |s: &Setting| -> String {
+        match (s.kind, s.default) {
+            (Kind::Path | Kind::Choice(_), Some(default)) => format!("{default:?}"),
+            (Kind::Patterns, _) => "[\"web-*\", \"nginx.service\"]".to_owned(),
+            (Kind::Hosts, _) => "[\"registry.internal:5000\"]".to_owned(),
+            (Kind::OptionalPath, _) => "\"/etc/policy-host/registry-ca.pem\"".to_owned(),
+            (_, Some(default)) => default.to_owned(),
+            (_, None) => "\"\"".to_owned(),
+        }
+    };
+    let entry = |out: &mut String, s: &Setting, key: &str| {
+        let _ = writeln!(out);
+        let help = s.help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut line = String::from("#");
+        for word in help.split(' ') {
+            if line.len() + word.len() + 1 > 92 {
+                let _ = writeln!(out, "{line}");
+                line = String::from("#");
+            }
+            line.push(' ');
+            line.push_str(word);
+        }
+        let _ = writeln!(out, "{line}");
+        let default = match (s.kind, s.default) {
+            (Kind::Patterns | Kind::Hosts, _) => "none".to_owned(),
+            (Kind::OptionalPath, _) => "none".to_owned(),
+            (_, Some(default)) => default.to_owned(),
+            (_, None) => "none".to_owned(),
+        };
+        let _ = writeln!(out, "# (command line: --{}; default: {default})", s.flag);
+        let _ = writeln!(out, "#{key} = {}", value(s));
+    };
+    for s in all_settings().filter(|s| !s.key.contains('.')) {
+        entry(&mut out, s, s.key);
+    }
+    let _ = writeln!(out, "\n[limits]");
+    for s in all_settings().filter(|s| s.key.starts_with("limits.")) {
+        entry(&mut out, s, &s.key["limits.".len()..]);
+    }
+    out.push_str(
+        "\n# The policies `policy-host run` runs, in order: each a signed policy (a file, a directory\n\
+         # of *.wasm files, or an oci:// reference) and, optionally, its signed settings (a file or\n\
+         # an oci:// reference). Relative paths are relative to this file's directory.\n\
+         #\n\
+         #[[policy]]\n\
+         #source = \"oci://registry.example.com/policies/web:1.4\"\n\
+         #settings = \"oci://registry.example.com/settings/web:prod\"\n\
+         #\n",
+    );
+    out.push_str(BUILT_IN_POLICY_EXAMPLE);
+    out
+}
+
+/// The end of the host.toml template: the built-in manifest policy, made
+/// ready to run. Its command lines (`#   ...`) are the ones README.Debian
+/// gives, word for word; tests/tests/debian_package.rs runs them inside the
+/// sandbox and then this `[[policy]]`, uncommented.
+pub const BUILT_IN_POLICY_EXAMPLE: &str = "\
+# The built-in manifest policy (see /usr/share/doc/policy-host/README.Debian). Like every
+# policy it runs only when a key this machine trusts signed it, under the file name given
+# here. Once, a key for this machine (leave out --unencrypted to protect it with a
+# password, which signing then asks for):
+#   policy-host keygen --unencrypted --out /root/policy-host
+#   install -m 0644 /root/policy-host/policy-host.pub /etc/policy-host/trusted-keys/local.pub
+# Then, with the desired state written to /etc/policy-host/manifest.yaml, three commands:
+#   install -D -m 0644 /usr/lib/policy-host/manifest-policy.wasm /etc/policy-host/policies/manifest-policy.wasm
+#   policy-host sign /etc/policy-host/policies/manifest-policy.wasm --key /root/policy-host/policy-host.key
+#   policy-host sign /etc/policy-host/manifest.yaml --key /root/policy-host/policy-host.key
+# and uncomment these three lines:
+#[[policy]]
+#source = \"/etc/policy-host/policies/manifest-policy.wasm\"
+#settings = \"/etc/policy-host/manifest.yaml\"
+";
