@@ -254,20 +254,9 @@ fn apply_service(
         event.actions.push(action);
     }
 
-    let mut after = provider.status(&service.name);
-    // A unit enabled both in /etc and at runtime reads `enabled`; `disable`
-    // removes the first, and it then reads `enabled-runtime`. A second
-    // `disable`, of a unit now found `enabled-runtime`, removes the runtime
-    // enablement too. (Found `enabled-runtime` at first, the one `disable`
-    // already did all it can.)
-    let runtime_left = status.enabled_word != "enabled-runtime"
-        && matches!(&after, Ok(s) if s.enabled_word == "enabled-runtime");
-    if !event.failed && event.actions.contains(&Action::Disabled) && runtime_left {
-        if let Err(e) = provider.disable(&service.name) {
-            failed_call(&mut event, Action::Disabled, service, &e);
-        }
-        after = provider.status(&service.name);
-    }
+    // The contract's `disable` is complete (the host removes a runtime
+    // enablement too): one call, then the verification.
+    let after = provider.status(&service.name);
 
     match after {
         Ok(status) => {

@@ -13,7 +13,7 @@
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "policy",
         pub_export_macro: true,
         export_macro_name: "__export_policy_world",

@@ -47,19 +47,7 @@ pub enum NameError {
 }
 
 /// The unit types of systemd 252, as unit-name suffixes spell them.
-pub const UNIT_TYPES: [&str; 11] = [
-    "service",
-    "socket",
-    "target",
-    "device",
-    "mount",
-    "automount",
-    "swap",
-    "timer",
-    "path",
-    "slice",
-    "scope",
-];
+pub use contract_words::UNIT_TYPES;
 
 /// The unit `name` stands for, as systemctl reads it: a name whose suffix
 /// (after the last `.`) is not one of the [`UNIT_TYPES`] gets `.service`
@@ -67,7 +55,7 @@ pub const UNIT_TYPES: [&str; 11] = [
 /// names with the same unit name are the same unit.
 pub fn unit_name(name: &str) -> Cow<'_, str> {
     match name.rsplit_once('.') {
-        Some((stem, suffix)) if !stem.is_empty() && UNIT_TYPES.contains(&suffix) => {
+        Some((stem, _)) if !stem.is_empty() && contract_words::unit_type(name).is_some() => {
             Cow::Borrowed(name)
         }
         _ => Cow::Owned(format!("{name}.service")),

@@ -9,40 +9,10 @@ use crate::name::ServiceName;
 
 pub use crate::contract::{Operation, ProviderError, ServiceStatus};
 
-impl ProviderError {
-    /// The whole message, ready to show: whoever raises the error writes it
-    /// (the host, or the simulator in native tests) and nobody adds to it.
-    /// The generated `Display` is the `Debug` form; use this instead.
-    pub fn message(&self) -> &str {
-        match self {
-            ProviderError::InvalidName(m)
-            | ProviderError::NotFound(m)
-            | ProviderError::CommandFailed(m)
-            | ProviderError::TimedOut(m)
-            | ProviderError::Unavailable(m)
-            | ProviderError::Denied(m)
-            | ProviderError::LimitExceeded(m) => m,
-        }
-    }
+contract_words::provider_error_methods!(ProviderError);
 
-    /// The error's case as the contract names it (`not-found`, ...).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ProviderError::InvalidName(_) => "invalid-name",
-            ProviderError::NotFound(_) => "not-found",
-            ProviderError::CommandFailed(_) => "command-failed",
-            ProviderError::TimedOut(_) => "timed-out",
-            ProviderError::Unavailable(_) => "unavailable",
-            ProviderError::Denied(_) => "denied",
-            ProviderError::LimitExceeded(_) => "limit-exceeded",
-        }
-    }
-
-    /// The error for a unit that does not exist, worded as the host words it.
-    pub fn not_found(service: &str) -> Self {
-        ProviderError::NotFound(format!("service not found: {service}"))
-    }
-}
+/// The cases of [`ProviderError`], without their messages.
+pub use contract_words::ErrorKind;
 
 impl Operation {
     /// True for every operation except `status`.

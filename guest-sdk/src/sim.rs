@@ -20,33 +20,12 @@ use crate::name::{unit_name, ServiceName};
 use crate::provider::{Operation, Provider, ProviderError, ServiceStatus};
 
 /// `is-active` words and whether each counts as running (docs/service-type.md,
-/// "Reading status: is-active").
-pub const ACTIVE_WORDS: [(&str, bool); 7] = [
-    ("active", true),
-    ("reloading", true),
-    ("refreshing", true),
-    ("inactive", false),
-    ("failed", false),
-    ("activating", false),
-    ("deactivating", false),
-];
+/// "Reading status: is-active"): the host's own table.
+pub use contract_words::IS_ACTIVE_WORDS as ACTIVE_WORDS;
 
 /// `is-enabled` words and whether each counts as enabled (docs/service-type.md,
-/// "Reading status: is-enabled").
-pub const ENABLED_WORDS: [(&str, bool); 12] = [
-    ("enabled", true),
-    ("enabled-runtime", true),
-    ("alias", true),
-    ("static", true),
-    ("indirect", true),
-    ("generated", true),
-    ("transient", true),
-    ("linked", false),
-    ("linked-runtime", false),
-    ("masked", false),
-    ("masked-runtime", false),
-    ("disabled", false),
-];
+/// "Reading status: is-enabled"): the host's own table.
+pub use contract_words::IS_ENABLED_WORDS as ENABLED_WORDS;
 
 #[track_caller]
 fn counts(table: &[(&'static str, bool)], word: &str, command: &str) -> (&'static str, bool) {
@@ -204,9 +183,9 @@ impl SimulatedSystem {
     }
 
     /// Makes the next `operation` on `service` work as usual and then leave
-    /// `is-enabled` saying `word`: for example a `disable` of a unit enabled
-    /// both in /etc and at runtime, which leaves it `enabled-runtime`. Used
-    /// once, then the operation is ordinary again.
+    /// `is-enabled` saying `word`: for example a `disable` after which
+    /// something else enabled the unit again at runtime. Used once, then the
+    /// operation is ordinary again.
     #[track_caller]
     pub fn with_enabled_word_after(
         mut self,

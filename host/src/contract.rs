@@ -23,40 +23,9 @@ pub use self::policy_host::policy::types::{
     ServiceStatus,
 };
 
-impl ProviderError {
-    /// The whole message, ready to show. The host writes every message it
-    /// raises in full (`service not found: web`); nobody adds to it. The
-    /// generated `Display` is the `Debug` form, so reports use this.
-    pub fn message(&self) -> &str {
-        match self {
-            ProviderError::InvalidName(m)
-            | ProviderError::NotFound(m)
-            | ProviderError::CommandFailed(m)
-            | ProviderError::TimedOut(m)
-            | ProviderError::Unavailable(m)
-            | ProviderError::Denied(m)
-            | ProviderError::LimitExceeded(m) => m,
-        }
-    }
+contract_words::provider_error_methods!(ProviderError);
 
-    /// The case's name in the contract, which reports use as the outcome.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ProviderError::InvalidName(_) => "invalid-name",
-            ProviderError::NotFound(_) => "not-found",
-            ProviderError::CommandFailed(_) => "command-failed",
-            ProviderError::TimedOut(_) => "timed-out",
-            ProviderError::Unavailable(_) => "unavailable",
-            ProviderError::Denied(_) => "denied",
-            ProviderError::LimitExceeded(_) => "limit-exceeded",
-        }
-    }
-
-    /// The error for a unit that does not exist.
-    pub fn not_found(service: &str) -> Self {
-        ProviderError::NotFound(format!("service not found: {service}"))
-    }
-}
+pub use contract_words::ErrorKind;
 
 impl Operation {
     /// The systemctl verb, and the operation's name in reports.

@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::contract::{self, Action, Ensure, Operation};
-use crate::provider::{Call, CallRecord, UnitState};
+use crate::contract::{self, Action, Ensure, ErrorKind, Operation};
+use crate::provider::{Call, CallRecord, Outcome, UnitState};
 use crate::runtime::RunFailure;
 use crate::service_name::{quote, CheckedName};
 use crate::text::{truncate, TRUNCATED};
@@ -152,10 +152,12 @@ impl HostRecord {
             let (Call::Guest(operation), Some(service)) = (call.operation, &call.service) else {
                 continue;
             };
-            if call.outcome != "ok" {
+            if !call.outcome.is_ok() {
                 // A unit a later status found gone (a transient unit after
                 // its stop) has no last state any more.
-                if operation == Operation::Status && call.outcome == "not-found" {
+                if operation == Operation::Status
+                    && call.outcome == Outcome::Failed(ErrorKind::NotFound)
+                {
                     record.last_state.remove(service);
                 }
                 continue;
@@ -449,7 +451,7 @@ mod tests {
         CallRecord {
             operation: Call::Guest(operation),
             service: Some(service.to_owned()),
-            outcome: "ok",
+            outcome: Outcome::Ok,
             error: None,
             state: state.map(|(running, enabled)| UnitState { running, enabled }),
             duration: Duration::ZERO,

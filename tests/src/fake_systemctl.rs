@@ -25,24 +25,9 @@ use std::process::Command;
 /// The commands that change the system.
 pub const MUTATING_COMMANDS: [&str; 5] = ["start", "stop", "restart", "enable", "disable"];
 
-/// The unit-type suffixes systemctl recognises; any other name gets `.service`.
-const UNIT_SUFFIXES: [&str; 11] = [
-    ".service",
-    ".socket",
-    ".target",
-    ".timer",
-    ".mount",
-    ".automount",
-    ".swap",
-    ".path",
-    ".slice",
-    ".scope",
-    ".device",
-];
-
 /// The full unit name systemctl would use for `name` (`web` → `web.service`).
 pub fn unit_name(name: &str) -> String {
-    if UNIT_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+    if contract_words::unit_type(name).is_some() {
         name.to_string()
     } else {
         format!("{name}.service")

@@ -112,10 +112,18 @@ fn converges_the_example_policy_in_order() {
         ("metrics-agent", &["start"]),
     ] {
         expected.extend(status_calls(name));
-        expected.extend(changes.iter().map(|c| match *c {
-            "enable" | "disable" => format!("{c} --no-reload --system -- {name}"),
-            _ => format!("{c} --system -- {name}"),
-        }));
+        for change in changes {
+            match *change {
+                "enable" => expected.push(format!("enable --no-reload --system -- {name}")),
+                // The contract's disable is complete: the host looks for a
+                // runtime enablement left behind.
+                "disable" => expected.extend([
+                    format!("disable --no-reload --system -- {name}"),
+                    format!("is-enabled --system -- {name}"),
+                ]),
+                _ => expected.push(format!("{change} --system -- {name}")),
+            }
+        }
         expected.extend(status_calls(name));
     }
     // The links changed: one reload at the end, for all of them.

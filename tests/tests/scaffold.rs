@@ -330,8 +330,8 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
         "  README.md\n",
         "  .gitignore\n",
         "  build.sh\n",
+        "  vendor/contract-words/\n",
         "  vendor/guest-sdk/\n",
-        "  vendor/wit/\n",
         "depending on guest-sdk 0.1.0 in vendor/guest-sdk (the SDK this host ships)\n",
         "  cd my-app-policy\n",
         "  cargo test\n",
@@ -358,15 +358,15 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
             "src/lib.rs"
         ]
     );
-    for vendored in ["vendor/guest-sdk/Cargo.toml", "vendor/guest-sdk/src/lib.rs"] {
+    for vendored in [
+        "vendor/guest-sdk/Cargo.toml",
+        "vendor/guest-sdk/src/lib.rs",
+        "vendor/guest-sdk/wit/policy.wit",
+        "vendor/contract-words/Cargo.toml",
+        "vendor/contract-words/src/lib.rs",
+    ] {
         assert!(files.iter().any(|f| f == vendored), "{vendored}: {files:?}");
     }
-    assert!(
-        files
-            .iter()
-            .any(|f| f.starts_with("vendor/wit/") && f.ends_with(".wit")),
-        "{files:?}"
-    );
     let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     assert!(
         manifest.contains("guest-sdk = { path = \"vendor/guest-sdk\" }"),

@@ -7,9 +7,10 @@
 //! another workspace's directory tree.
 //!
 //! By default the crate gets its SDK from this binary: `host/build.rs`
-//! embeds guest-sdk and the WIT contract in it, and they are written to the
-//! crate's `vendor/` with a `Cargo.lock` of the dependency versions this
-//! workspace tests. So a `host` installed on any machine scaffolds a crate
+//! embeds `host/vendor/` in it (guest-sdk, with the WIT contract inside, and
+//! contract-words, as `cargo package` makes them), and they are written to
+//! the crate's `vendor/` with guest-sdk's `Cargo.lock`: the dependency
+//! versions this workspace tests. So a `host` installed on any machine scaffolds a crate
 //! that builds there, and no path of the machine that built the host is
 //! written anywhere. `--sdk-path` points the crate at a guest-sdk checkout
 //! instead, for developing the SDK.
@@ -23,15 +24,25 @@ use anyhow::{anyhow, bail, Context as _};
 
 use crate::cli::NewPolicyArgs;
 
-/// guest-sdk and the WIT contract, as `host/build.rs` embedded them:
-/// `SDK_VERSION`, `SDK_FILES` and `CARGO_LOCK`.
+/// The vendored crates, as `host/build.rs` embedded them: `SDK_VERSION`
+/// and `SDK_FILES`.
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_sdk.rs"));
 }
 
 /// The new crate's directory for the embedded SDK: `vendor/guest-sdk` and
-/// `vendor/wit`, laid out as in this repository.
+/// `vendor/contract-words`.
 const VENDOR: &str = "vendor";
+
+/// guest-sdk's `Cargo.lock`, as `cargo package` wrote it from the
+/// workspace's: the new crate's lock starts from it.
+fn sdk_lock() -> &'static [u8] {
+    embedded::SDK_FILES
+        .iter()
+        .find(|(path, _, _)| *path == "guest-sdk/Cargo.lock")
+        .map(|(_, contents, _)| *contents)
+        .expect("the vendored guest-sdk has a Cargo.lock")
+}
 
 const CARGO_TOML: &str = include_str!("../../templates/new-policy/Cargo.toml.tmpl");
 const LIB_RS: &str = include_str!("../../templates/new-policy/lib.rs.tmpl");
@@ -350,7 +361,7 @@ fn resolve_sdk_path(dir: &Path) -> anyhow::Result<PathBuf> {
 pub fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
     let sdk_path = sdk.dependency_path()?;
     let lib_name = name.replace('-', "_");
-    let (sdk_note, sdk_readme) = match sdk {
+    let (sdk_note, sdk_readme, sdk_patch) = match sdk {
         Sdk::Vendored { version } => (
             format!(
                 "# guest-sdk {version}, copied into {VENDOR}/ by `host new-policy` with the WIT\n\
@@ -364,10 +375,16 @@ pub fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
                  SDK of a newer host, run its `host new-policy` into a scratch directory\n\
                  and replace this `{VENDOR}/` with that one."
             ),
+            format!(
+                "\n# The tables guest-sdk shares with the host, from {VENDOR}/ as well.\n\
+                 [patch.crates-io]\n\
+                 contract-words = {{ path = \"{VENDOR}/contract-words\" }}\n"
+            ),
         ),
         Sdk::Path(_) => (
             "# guest-sdk from a checkout (`host new-policy --sdk-path`).".to_string(),
             format!("guest-sdk is used from `{sdk_path}` (given to `host new-policy --sdk-path`)."),
+            String::new(),
         ),
     };
     let fill = |template: &str| {
@@ -378,6 +395,7 @@ pub fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
             .replace("{{sdk_display}}", &sdk_path)
             .replace("{{sdk_note}}", &sdk_note)
             .replace("{{sdk_readme}}", &sdk_readme)
+            .replace("{{sdk_patch}}", &sdk_patch)
             .into_bytes()
     };
     let file = |path: &str, contents: Vec<u8>, executable| File {
@@ -387,11 +405,7 @@ pub fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
     };
     let mut files = vec![
         file("Cargo.toml", fill(CARGO_TOML), false),
-        file(
-            "Cargo.lock",
-            embedded::CARGO_LOCK.as_bytes().to_vec(),
-            false,
-        ),
+        file("Cargo.lock", sdk_lock().to_vec(), false),
         file("src/lib.rs", fill(LIB_RS), false),
         file("README.md", fill(README_MD), false),
         file(".gitignore", fill(GITIGNORE), false),
@@ -604,7 +618,11 @@ mod tests {
             Some("/opt/policy host/guest-sdk")
         );
         assert!(manifest["workspace"].is_table(), "a workspace of its own");
-        assert_eq!(files[1].contents, embedded::CARGO_LOCK.as_bytes());
+        assert_eq!(files[1].contents, sdk_lock());
+        assert!(
+            manifest.get("patch").is_none(),
+            "a checkout finds its tables itself"
+        );
         assert!(text(&files[2]).contains("guest_sdk::export_policy!(policy);"));
         assert!(text(&files[3]).contains("target/wasm32-wasip2/release/web_policy.wasm"));
         assert!(text(&files[3]).contains("/opt/policy host/guest-sdk"));
@@ -625,6 +643,10 @@ mod tests {
             manifest["workspace"]["exclude"],
             toml::Value::Array(vec!["vendor".into()]),
             "the vendored SDK is a dependency, not a member"
+        );
+        assert_eq!(
+            manifest["patch"]["crates-io"]["contract-words"]["path"].as_str(),
+            Some("vendor/contract-words")
         );
         for file in &files[..6] {
             let contents = text(file);
@@ -658,150 +680,82 @@ mod tests {
     }
 
     #[test]
-    fn the_embedded_sdk_is_this_repositorys_guest_sdk_and_wit() {
-        let mut expected = tree(&repository().join("guest-sdk"), "guest-sdk");
-        expected.extend(tree(&repository().join("wit"), "wit"));
+    fn the_embedded_sdk_is_host_vendor() {
+        let vendor = Path::new(env!("CARGO_MANIFEST_DIR")).join("vendor");
+        let mut expected = tree(&vendor.join("guest-sdk"), "guest-sdk");
+        expected.extend(tree(&vendor.join("contract-words"), "contract-words"));
         expected.sort();
         let embedded: Vec<(String, Vec<u8>)> = embedded::SDK_FILES
             .iter()
             .map(|(path, contents, _)| (path.to_string(), contents.to_vec()))
             .collect();
-        let names = |files: &[(String, Vec<u8>)]| -> Vec<String> {
-            files.iter().map(|(p, _)| p.clone()).collect()
-        };
-        assert_eq!(names(&embedded), names(&expected));
-        assert!(names(&embedded).contains(&"guest-sdk/src/lib.rs".to_string()));
-        for ((path, contents), (_, original)) in embedded.iter().zip(&expected) {
-            if path != "guest-sdk/Cargo.toml" {
-                assert!(contents == original, "{path} differs from the repository's");
-            }
+        assert_eq!(embedded, expected);
+        for needed in [
+            "guest-sdk/src/lib.rs",
+            "guest-sdk/wit/policy.wit",
+            "contract-words/src/lib.rs",
+        ] {
+            assert!(embedded.iter().any(|(p, _)| p == needed), "{needed}");
         }
     }
 
-    /// Every `x.workspace = true` of guest-sdk's manifest is replaced by the
-    /// workspace's value, features added.
     #[test]
-    fn the_vendored_manifest_stands_alone() {
-        let original: toml::Table = fs::read_to_string(repository().join("guest-sdk/Cargo.toml"))
-            .unwrap()
-            .parse()
-            .unwrap();
-        let root: toml::Table = fs::read_to_string(repository().join("Cargo.toml"))
-            .unwrap()
-            .parse()
-            .unwrap();
+    fn the_vendored_manifest_names_its_version_and_the_shared_tables() {
         let vendored = vendored_manifest();
         assert!(!toml::to_string(&vendored).unwrap().contains("workspace"));
         assert_eq!(vendored["package"]["name"].as_str(), Some("guest-sdk"));
-        let ws = &root["workspace"];
-        for (key, value) in original["package"].as_table().unwrap() {
-            if value.get("workspace").is_some() {
-                assert_eq!(vendored["package"][key], ws["package"][key], "{key}");
-            } else {
-                assert_eq!(vendored["package"][key], *value, "{key}");
-            }
-        }
         assert_eq!(
             vendored["package"]["version"].as_str(),
             Some(embedded::SDK_VERSION)
         );
-
-        let mut tables = vec![(
-            "dependencies",
-            &original["dependencies"],
-            &vendored["dependencies"],
-        )];
-        if let Some(targets) = original.get("target").and_then(|t| t.as_table()) {
-            for (platform, table) in targets {
-                tables.push((
-                    "target dependencies",
-                    &table["dependencies"],
-                    &vendored["target"][platform]["dependencies"],
-                ));
-            }
-        }
-        let mut checked = 0;
-        for (what, original, vendored) in tables {
-            for (name, dep) in original.as_table().unwrap() {
-                if dep.get("workspace").is_none() {
-                    assert_eq!(vendored[name], *dep, "{what}: {name}");
-                    continue;
-                }
-                let inherited = &ws["dependencies"][name];
-                let version = inherited.as_str().or_else(|| inherited["version"].as_str());
-                let got = &vendored[name];
-                assert_eq!(
-                    got.as_str().or_else(|| got["version"].as_str()),
-                    version,
-                    "{name}"
-                );
-                let mut features: Vec<&toml::Value> = inherited
-                    .get("features")
-                    .and_then(|f| f.as_array())
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                features.extend(
-                    dep.get("features")
-                        .and_then(|f| f.as_array())
-                        .into_iter()
-                        .flatten(),
-                );
-                for feature in features {
-                    let have = got.get("features").and_then(|f| f.as_array());
-                    assert!(
-                        have.is_some_and(|h| h.contains(feature)),
-                        "{name}: {feature}"
-                    );
-                }
-                checked += 1;
-            }
-        }
-        assert!(checked >= 1, "guest-sdk inherits its dependencies");
+        assert_eq!(
+            vendored["dependencies"]["contract-words"]["version"].as_str(),
+            Some(embedded::SDK_VERSION)
+        );
     }
 
-    /// The lock is the workspace's, cut to guest-sdk's dependencies: entries
-    /// unchanged, none of the host's.
+    /// The lock is guest-sdk's, from the workspace's: every registry
+    /// package at the workspace's version and checksum, none of the host's.
     #[test]
-    fn the_embedded_lock_is_the_workspaces_cut_to_the_sdk() {
-        let packages = |text: &str| -> Vec<toml::Table> {
+    fn the_embedded_lock_keeps_the_workspaces_versions() {
+        // (name, version, source, checksum): how an entry lists its own
+        // dependencies depends on what else the lock holds.
+        let packages = |text: &str| -> Vec<[String; 4]> {
             let lock: toml::Table = text.parse().unwrap();
             lock["package"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|p| p.as_table().unwrap().clone())
+                .map(|p| {
+                    ["name", "version", "source", "checksum"]
+                        .map(|key| p.get(key).and_then(|v| v.as_str()).unwrap_or("").to_owned())
+                })
                 .collect()
         };
         let workspace = packages(&fs::read_to_string(repository().join("Cargo.lock")).unwrap());
-        let embedded = packages(embedded::CARGO_LOCK);
-        assert!(
-            embedded::CARGO_LOCK.starts_with("# This file is automatically @generated by Cargo.")
-        );
-        let name = |p: &toml::Table| p["name"].as_str().unwrap().to_string();
-        let names: Vec<String> = embedded.iter().map(name).collect();
-        for package in &embedded {
+        let embedded = packages(std::str::from_utf8(sdk_lock()).unwrap());
+        let names: Vec<&str> = embedded.iter().map(|p| p[0].as_str()).collect();
+        for package in embedded.iter().filter(|p| !p[2].is_empty()) {
+            if package[0] == "contract-words" {
+                continue; // packaged beside it, patched in from vendor/
+            }
             assert!(
                 workspace.contains(package),
-                "{} is not the workspace's",
-                name(package)
+                "{package:?} is not the workspace's"
             );
         }
-        for needed in ["guest-sdk", "serde", "serde_json", "thiserror"] {
-            assert!(
-                names.iter().any(|n| n == needed),
-                "{needed} missing: {names:?}"
-            );
+        for needed in [
+            "guest-sdk",
+            "contract-words",
+            "serde",
+            "serde_json",
+            "thiserror",
+        ] {
+            assert!(names.contains(&needed), "{needed} missing: {names:?}");
         }
-        for host_only in ["policy-host", "wasmtime", "clap", "minisign", "proptest"] {
-            assert!(!names.iter().any(|n| n == host_only), "{host_only} kept");
+        for host_only in ["policy-host", "wasmtime", "clap", "minisign"] {
+            assert!(!names.contains(&host_only), "{host_only} kept");
         }
-        assert!(
-            embedded.len() < workspace.len() / 2,
-            "{} of {}",
-            embedded.len(),
-            workspace.len()
-        );
     }
 
     #[test]
@@ -809,9 +763,9 @@ mod tests {
         let files: Vec<String> = [
             "Cargo.toml",
             "src/lib.rs",
+            "vendor/contract-words/Cargo.toml",
             "vendor/guest-sdk/Cargo.toml",
             "vendor/guest-sdk/src/lib.rs",
-            "vendor/wit/policy.wit",
         ]
         .map(String::from)
         .to_vec();
@@ -820,8 +774,8 @@ mod tests {
             [
                 "Cargo.toml",
                 "src/lib.rs",
-                "vendor/guest-sdk/",
-                "vendor/wit/"
+                "vendor/contract-words/",
+                "vendor/guest-sdk/"
             ]
         );
     }

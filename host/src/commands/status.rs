@@ -82,7 +82,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
                     running: None,
                     counts_enabled: None,
                     error: Some(e.message().to_owned()),
-                    error_kind: Some(e.kind()),
+                    error_kind: Some(e.kind().as_str()),
                 }
             }
         });

@@ -28,27 +28,12 @@ pub struct UnitAllowlist {
     set: GlobSet,
 }
 
-/// The unit types systemd knows, as the suffix of a unit name.
-const UNIT_SUFFIXES: [&str; 11] = [
-    ".service",
-    ".socket",
-    ".device",
-    ".mount",
-    ".automount",
-    ".swap",
-    ".target",
-    ".path",
-    ".timer",
-    ".slice",
-    ".scope",
-];
-
 /// The characters that make a glob more than a literal (globset's syntax).
 const GLOB_CHARS: [char; 7] = ['*', '?', '[', ']', '{', '}', '\\'];
 
 /// Whether `name` ends in one of systemd's unit types.
 fn has_unit_type(name: &str) -> bool {
-    UNIT_SUFFIXES.iter().any(|suffix| name.ends_with(suffix))
+    contract_words::unit_type(name).is_some()
 }
 
 /// The unit systemctl acts on for `name`: the name itself when it ends in a
@@ -79,7 +64,9 @@ fn pattern_glob(pattern: &str) -> anyhow::Result<Glob> {
                  one pattern per type (e.g. \"{stem}.service\", \"{stem}.socket\"; or \
                  \"{pattern}.service\" if the wildcard is part of a service's name); the \
                  types: {}",
-                UNIT_SUFFIXES.join(" ")
+                contract_words::UNIT_TYPES
+                    .map(|t| format!(".{t}"))
+                    .join(" ")
             )));
         }
     }
@@ -185,8 +172,14 @@ mod tests {
             &["sshd", "sshd.service", "a.b.service", "web.foo"],
             &[],
         );
-        for suffix in UNIT_SUFFIXES.iter().filter(|s| **s != ".service") {
-            assert!(!allow.allows(&format!("x{suffix}")), "* allowed x{suffix}");
+        for unit_type in contract_words::UNIT_TYPES
+            .iter()
+            .filter(|t| **t != "service")
+        {
+            assert!(
+                !allow.allows(&format!("x.{unit_type}")),
+                "* allowed x.{unit_type}"
+            );
         }
         check(
             &list(&["*.service"]),

@@ -3,9 +3,12 @@
 //! holds no desired-state logic (that is the guest's).
 
 pub mod allow;
+pub mod backend;
 pub mod dbus;
+pub mod guard;
 pub mod parse;
 pub mod runner;
+pub mod systemctl;
 pub mod systemd;
 pub mod unit_name;
 
@@ -13,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
 
-use crate::contract::{Operation, ProviderError, ServiceStatus};
+use crate::contract::{ErrorKind, Operation, ProviderError, ServiceStatus};
 pub use allow::UnitAllowlist;
 pub use systemd::{StatusVia, SystemdConfig, SystemdProvider};
 
@@ -80,7 +83,7 @@ pub struct CallRecord {
     /// The name as the guest sent it (checked or not); `None` for daemon-reload.
     pub service: Option<String>,
     /// `ok` or the error kind (`invalid-name`, `command-failed`, ...).
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     pub error: Option<String>,
     /// What a successful `status` answered: the host's own record of the
     /// unit's state, which reports believe over a guest's account.
@@ -88,6 +91,44 @@ pub struct CallRecord {
     pub state: Option<UnitState>,
     #[serde(rename = "duration_ms", serialize_with = "as_millis")]
     pub duration: Duration,
+}
+
+/// How one call ended: `ok`, or the contract's name of its error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Failed(ErrorKind),
+}
+
+impl Outcome {
+    /// The outcome of a call that failed with `error`.
+    pub fn of(error: &ProviderError) -> Self {
+        Outcome::Failed(error.kind())
+    }
+
+    pub fn is_ok(self) -> bool {
+        self == Outcome::Ok
+    }
+
+    /// `ok`, or the error's name in the contract (`not-found`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed(kind) => kind.as_str(),
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Outcome {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
 }
 
 /// A unit's state as a `status` call found it.

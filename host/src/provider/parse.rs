@@ -19,40 +19,11 @@ pub struct Word {
     pub counts: bool,
 }
 
-/// `is-active`'s words and whether each counts as running. `reloading` and
-/// `refreshing` are running; `deactivating` is on its way to stopped.
-pub const IS_ACTIVE_WORDS: [(&str, bool); 7] = [
-    ("active", true),
-    ("reloading", true),
-    ("refreshing", true),
-    ("inactive", false),
-    ("failed", false),
-    ("activating", false),
-    ("deactivating", false),
-];
+pub use contract_words::{IS_ACTIVE_WORDS, IS_ENABLED_WORDS};
 
-/// `is-enabled`'s words (for a unit that exists) and whether each counts as
-/// enabled.
-pub const IS_ENABLED_WORDS: [(&str, bool); 12] = [
-    ("enabled", true),
-    ("enabled-runtime", true),
-    ("alias", true),
-    ("static", true),
-    ("indirect", true),
-    ("generated", true),
-    ("transient", true),
-    ("linked", false),
-    ("linked-runtime", false),
-    ("masked", false),
-    ("masked-runtime", false),
-    ("disabled", false),
-];
-
-fn known(table: &[(&'static str, bool)], word: &str) -> Option<Word> {
-    table
-        .iter()
-        .find(|(known, _)| *known == word)
-        .map(|&(word, counts)| Word { word, counts })
+/// A known word, and what it counts as.
+fn known(found: Option<(&'static str, bool)>) -> Option<Word> {
+    found.map(|(word, counts)| Word { word, counts })
 }
 
 /// What `is-active` said, when it is a word the table knows. The exit code is
@@ -60,7 +31,7 @@ fn known(table: &[(&'static str, bool)], word: &str) -> Option<Word> {
 pub fn read_is_active(output: &CommandOutput) -> Result<Word, ProviderError> {
     match first_line(&output.stdout) {
         "" if !output.success() => Err(command_failed("is-active", output)),
-        word => known(&IS_ACTIVE_WORDS, word).ok_or_else(|| {
+        word => known(contract_words::is_active_word(word)).ok_or_else(|| {
             ProviderError::CommandFailed(format!(
                 "invalid systemctl is-active output {}",
                 quote(word)
@@ -85,7 +56,7 @@ pub fn read_is_enabled(service: &str, output: &CommandOutput) -> Result<Word, Pr
             Err(ProviderError::not_found(service))
         }
         "" if !output.success() => Err(command_failed("is-enabled", output)),
-        word => known(&IS_ENABLED_WORDS, word).ok_or_else(|| {
+        word => known(contract_words::is_enabled_word(word)).ok_or_else(|| {
             ProviderError::CommandFailed(format!(
                 "invalid systemctl is-enabled output {}",
                 quote(word)

@@ -1,27 +1,26 @@
-//! The systemd provider: the design's commands (docs/service-type.md), plus `--` before every
-//! unit name, one process-wide lock around every `systemctl` execution, and a
-//! single `daemon-reload` before the first operation of a run.
+//! The systemd backend: the design's commands (docs/service-type.md), plus
+//! `--` before every unit name; status over D-Bus when the system bus
+//! answers, with `systemctl` otherwise and for every change. It reports
+//! what systemd said (`status` carries the `is-active` and `is-enabled`
+//! words) and carries out what it is asked to; what a word means for the
+//! desired state is the guest's to decide.
 //!
-//! It reports what systemd said (`status` carries the `is-active` and
-//! `is-enabled` words) and runs what it is asked to; what a word means for
-//! the desired state is the guest's to decide.
+//! It only talks to systemd: names are checked, allowed, refused in a noop
+//! run, timed and recorded by the guard layer over it (`guard`), which also
+//! makes the run's reloads.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::backend::{locked, Backend, Budget, Change};
 use super::dbus::{DbusError, DbusStatus};
-use super::parse::{command_failed, read_is_active, read_is_enabled, Word};
-use super::runner::{CommandOutput, CommandRunner, RunError};
+use super::guard::{Guard, Guarded};
+use super::parse::{read_is_active, read_is_enabled, Word};
+use super::runner::{CommandOutput, CommandRunner};
+use super::systemctl::Systemctl;
 use super::unit_name::mangle;
-use super::{Call, CallRecord, Provider, UnitState};
-use crate::contract::{Operation, ProviderError, ServiceStatus};
-use crate::service_name::{quote, CheckedName};
-
-/// Held around every systemctl execution in this process, so that two
-/// providers (or threads) never interleave their commands.
-static SYSTEMCTL_LOCK: Mutex<()> = Mutex::new(());
+use crate::contract::{ProviderError, ServiceStatus};
+use crate::service_name::CheckedName;
 
 /// The provider's settings for one run.
 #[derive(Debug, Clone)]
@@ -48,47 +47,44 @@ pub enum StatusVia {
     Systemctl,
 }
 
-/// Whether the run's single daemon-reload has happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Reload {
-    Pending,
-    Done,
-    /// It failed; every later operation fails with this message, because the
-    /// unit files systemd sees may be out of date.
-    Failed(String),
-}
+/// The systemd provider: the guard layer over the systemd backend.
+pub type SystemdProvider = Guarded<SystemdBackend>;
 
-/// The systemd provider for one run.
-pub struct SystemdProvider {
-    config: SystemdConfig,
-    runner: Box<dyn CommandRunner>,
-    reload: Reload,
-    calls: Vec<CallRecord>,
-    /// No command may run past this (the run's wall-clock limit).
-    deadline: Option<Instant>,
-    /// The `is-enabled` word of each unit's latest successful `status` in
-    /// this run, by the name it was asked with: `disable` of a unit last
-    /// found `enabled-runtime` also removes the runtime enablement.
-    enabled_words: HashMap<String, &'static str>,
-    /// Status over D-Bus, while it works.
-    dbus: Option<DbusStatus>,
-    /// Why status is read with systemctl, when it is.
-    status_note: Option<String>,
-    /// An enable or disable ran (with `--no-reload`): the run ends with one
-    /// daemon-reload, so systemd sees the new links.
-    enablement_changed: bool,
+impl Guarded<SystemdBackend> {
+    pub fn new(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Self {
+        let guard = Guard {
+            allow: config.allow,
+            noop: config.noop,
+            timeout: config.timeout,
+        };
+        let backend = SystemdBackend::new(
+            Systemctl::new(config.systemctl, runner),
+            config.status_via,
+            config.timeout,
+        );
+        Guarded::over(backend, guard)
+    }
 }
 
 /// Where a SysV init script for a service would be (systemctl's
 /// `SYSTEM_SYSVINIT_PATH`).
 const SYSV_INIT_DIR: &str = "/etc/init.d";
 
-impl SystemdProvider {
-    pub fn new(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Self {
-        let (dbus, status_note) = match (config.status_via, &config.systemctl) {
+/// Talks to systemd: with systemctl, and for status over D-Bus while it works.
+pub struct SystemdBackend {
+    systemctl: Systemctl,
+    /// Status over D-Bus, while it works.
+    dbus: Option<DbusStatus>,
+    /// Why status is read with systemctl, when it is.
+    status_note: Option<String>,
+}
+
+impl SystemdBackend {
+    fn new(systemctl: Systemctl, status_via: StatusVia, timeout: Duration) -> Self {
+        let (dbus, status_note) = match (status_via, systemctl.unavailable_reason()) {
             (StatusVia::Systemctl, _) => (None, Some("provider = \"systemctl\"".to_owned())),
-            (StatusVia::Auto, Err(_)) => (None, None),
-            (StatusVia::Auto, Ok(_)) => match DbusStatus::connect(config.timeout) {
+            (StatusVia::Auto, Some(_)) => (None, None),
+            (StatusVia::Auto, None) => match DbusStatus::connect(timeout) {
                 Ok(dbus) => (Some(dbus), None),
                 Err(why) => (None, Some(why)),
             },
@@ -97,160 +93,49 @@ impl SystemdProvider {
             tracing::info!("status is read with systemctl: {why}");
         }
         Self {
-            config,
-            runner,
-            reload: Reload::Pending,
-            calls: Vec::new(),
-            deadline: None,
-            enabled_words: HashMap::new(),
+            systemctl,
             dbus,
             status_note,
-            enablement_changed: false,
-        }
-    }
-
-    /// Commands from now on are cut off at `deadline` as well as at the
-    /// per-command timeout.
-    pub fn set_deadline(&mut self, deadline: Instant) {
-        self.deadline = Some(deadline);
-    }
-
-    /// Every operation of this run, in order.
-    pub fn calls(&self) -> &[CallRecord] {
-        &self.calls
-    }
-
-    /// `systemctl is-active` and `is-enabled` of `name`.
-    pub fn status(&mut self, name: &str) -> Result<ServiceStatus, ProviderError> {
-        // The clock starts after `checked`, which may make the run's one
-        // daemon-reload: that is recorded as its own call.
-        let checked = self.checked(name);
-        let started = Instant::now();
-        let result = checked.and_then(|service| {
-            let active = self.is_active_output(&service)?;
-            let active = read_is_active(&active)?;
-            let enabled = self.is_enabled(&service)?;
-            self.enabled_words.insert(service.to_string(), enabled.word);
-            Ok(ServiceStatus {
-                name: service.to_string(),
-                provider: self.name().to_owned(),
-                enabled: enabled.counts,
-                running: active.counts,
-                active_word: active.word.to_owned(),
-                enabled_word: enabled.word.to_owned(),
-            })
-        });
-        if result.is_err() {
-            self.enabled_words.remove(name);
-        }
-        let call = self.record(
-            Call::Guest(Operation::Status),
-            Some(name),
-            started,
-            result.as_ref().err(),
-        );
-        if let Ok(status) = &result {
-            call.state = Some(UnitState {
-                running: status.running,
-                enabled: status.enabled,
-            });
-        }
-        result
-    }
-
-    /// `systemctl start|stop|restart|enable|disable --system -- NAME`.
-    ///
-    /// `disable` of a unit whose latest status this run was `enabled-runtime`
-    /// is carried out completely: a plain `disable` leaves the runtime
-    /// enablement (the links in `/run/systemd/system`), so when `is-enabled`
-    /// still says `enabled-runtime` afterwards, `systemctl disable --runtime
-    /// --system -- NAME` follows. One operation, one call record.
-    pub fn mutate(&mut self, operation: Operation, name: &str) -> Result<(), ProviderError> {
-        debug_assert!(operation.is_mutating());
-        let checked = self.checked(name);
-        let started = Instant::now();
-        let result = checked.and_then(|service| {
-            if self.config.noop {
-                return Err(ProviderError::Denied(format!(
-                    "{operation} {service} refused: this is a noop run"
-                )));
-            }
-            let enablement = matches!(operation, Operation::Enable | Operation::Disable);
-            if enablement {
-                // The links change now; systemd reloads once, at the end of
-                // the run, instead of once per enable or disable.
-                self.run_mutation(&[
-                    operation.verb(),
-                    "--no-reload",
-                    "--system",
-                    "--",
-                    service.as_str(),
-                ])?;
-                self.enablement_changed = true;
-            } else {
-                self.run_mutation(&[operation.verb(), "--system", "--", service.as_str()])?;
-            }
-            let runtime = self.enabled_words.get(service.as_str()) == Some(&"enabled-runtime");
-            if operation == Operation::Disable && runtime {
-                // Only a word the table knows counts; anything else (the
-                // unit gone, an error) leaves the verification to the guest.
-                let still = self.is_enabled(&service).map(|w| w.word);
-                if still == Ok("enabled-runtime") {
-                    self.run_mutation(&[
-                        "disable",
-                        "--runtime",
-                        "--no-reload",
-                        "--system",
-                        "--",
-                        service.as_str(),
-                    ])?;
-                }
-            }
-            Ok(())
-        });
-        self.record(
-            Call::Guest(operation),
-            Some(name),
-            started,
-            result.as_ref().err(),
-        );
-        result
-    }
-
-    /// Runs a command that changes something; it succeeds when it exits 0.
-    fn run_mutation(&self, args: &[&str]) -> Result<(), ProviderError> {
-        let output = self.systemctl(args)?;
-        if output.success() {
-            Ok(())
-        } else {
-            Err(command_failed(&args.join(" "), &output))
         }
     }
 
     /// `systemctl is-enabled --system -- NAME`, or its answer over D-Bus, read.
-    fn is_enabled(&mut self, service: &CheckedName) -> Result<Word, ProviderError> {
-        let output = self.is_enabled_output(service)?;
+    fn is_enabled(&mut self, service: &CheckedName, time: &Budget) -> Result<Word, ProviderError> {
+        let output = self.is_enabled_output(service, time)?;
         read_is_enabled(service.as_str(), &output)
     }
 
     /// What `systemctl is-active --system -- NAME` prints, asked over D-Bus
     /// when it can be.
-    fn is_active_output(&mut self, service: &CheckedName) -> Result<CommandOutput, ProviderError> {
+    fn is_active_output(
+        &mut self,
+        service: &CheckedName,
+        time: &Budget,
+    ) -> Result<CommandOutput, ProviderError> {
         if let Some(unit) = self.dbus.as_ref().and_then(|_| mangle(service.as_str())) {
             // `None`: the bus failed, and systemctl answers instead.
-            if let Some(output) = self.over_dbus(|dbus, timeout| dbus.is_active(&unit, timeout))? {
+            if let Some(output) =
+                self.over_dbus(time, |dbus, timeout| dbus.is_active(&unit, timeout))?
+            {
                 return Ok(output);
             }
         }
-        self.systemctl(&["is-active", "--system", "--", service.as_str()])
+        self.systemctl
+            .output(&["is-active", "--system", "--", service.as_str()], time)
     }
 
     /// What `systemctl is-enabled --system -- NAME` prints, asked over D-Bus
     /// when it can be. A unit generated from a SysV init script is asked of
     /// systemctl, which asks `systemd-sysv-install` as systemd 252 does.
-    fn is_enabled_output(&mut self, service: &CheckedName) -> Result<CommandOutput, ProviderError> {
+    fn is_enabled_output(
+        &mut self,
+        service: &CheckedName,
+        time: &Budget,
+    ) -> Result<CommandOutput, ProviderError> {
         if let Some(unit) = self.dbus.as_ref().and_then(|_| mangle(service.as_str())) {
-            if let Some(output) = self.over_dbus(|dbus, timeout| dbus.is_enabled(&unit, timeout))? {
+            if let Some(output) =
+                self.over_dbus(time, |dbus, timeout| dbus.is_enabled(&unit, timeout))?
+            {
                 let sysv = output.stdout.trim() == "generated"
                     && unit.strip_suffix(".service").is_some_and(|base| {
                         std::path::Path::new(SYSV_INIT_DIR).join(base).exists()
@@ -260,28 +145,24 @@ impl SystemdProvider {
                 }
             }
         }
-        self.systemctl(&["is-enabled", "--system", "--", service.as_str()])
+        self.systemctl
+            .output(&["is-enabled", "--system", "--", service.as_str()], time)
     }
 
-    /// Asks over D-Bus under the process-wide lock, within the command
-    /// timeout and the run's deadline. `None` when the bus failed: it is
-    /// then dropped for the rest of the run (with a warning), and the caller
-    /// asks systemctl, so a bus restart costs no wrong answer.
+    /// Asks over D-Bus under the global lock, within the time budget. `None`
+    /// when the bus failed: it is then dropped for the rest of the run (with
+    /// a warning), and the caller asks systemctl, so a bus restart costs no
+    /// wrong answer.
     fn over_dbus(
         &mut self,
+        time: &Budget,
         ask: impl FnOnce(&DbusStatus, Duration) -> Result<CommandOutput, DbusError>,
     ) -> Result<Option<CommandOutput>, ProviderError> {
-        let timeout = self.timeout_now("status over D-Bus")?;
+        let timeout = time.now("status over D-Bus")?;
         let Some(dbus) = &self.dbus else {
             return Ok(None);
         };
-        let answer = {
-            let _guard = SYSTEMCTL_LOCK
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            ask(dbus, timeout)
-        };
-        match answer {
+        match locked(|| ask(dbus, timeout)) {
             Ok(output) => Ok(Some(output)),
             Err(DbusError::Reply { name, message }) => Err(ProviderError::CommandFailed(format!(
                 "systemd answered over D-Bus: {name}: {message}"
@@ -294,161 +175,11 @@ impl SystemdProvider {
             }
         }
     }
-
-    /// The time one command may take now: the per-command timeout, cut at
-    /// the run's deadline; an error once the deadline has passed.
-    fn timeout_now(&self, what: &str) -> Result<Duration, ProviderError> {
-        match self.deadline {
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(ProviderError::TimedOut(format!(
-                        "{what}: not run, the run's wall-clock limit has passed"
-                    )));
-                }
-                Ok(self.config.timeout.min(left))
-            }
-            None => Ok(self.config.timeout),
-        }
-    }
-
-    /// The run's last step: one daemon-reload when enable or disable ran,
-    /// so that systemd's view of the links (`list-dependencies`, `show`)
-    /// catches up. None in a noop run, none when nothing changed.
-    pub fn finish(&mut self) -> Result<(), ProviderError> {
-        if !self.enablement_changed || self.config.noop {
-            return Ok(());
-        }
-        self.enablement_changed = false;
-        self.daemon_reload()
-    }
-
-    /// Checks availability and the name, and makes the run's one reload.
-    fn checked(&mut self, name: &str) -> Result<CheckedName, ProviderError> {
-        let service = CheckedName::check(name).map_err(ProviderError::InvalidName)?;
-        if let Some(allow) = &self.config.allow {
-            if !allow.allows(service.as_str()) {
-                return Err(ProviderError::Denied(format!(
-                    "unit {service} is not allowed on this machine (--allow-unit {})",
-                    allow.patterns().join(", ")
-                )));
-            }
-        }
-        if let Err(reason) = &self.config.systemctl {
-            return Err(ProviderError::Unavailable(reason.clone()));
-        }
-        self.reload_once()?;
-        Ok(service)
-    }
-
-    fn reload_once(&mut self) -> Result<(), ProviderError> {
-        if self.config.noop {
-            return Ok(());
-        }
-        match &self.reload {
-            Reload::Done => return Ok(()),
-            Reload::Failed(message) => return Err(ProviderError::CommandFailed(message.clone())),
-            Reload::Pending => {}
-        }
-        let result = self.daemon_reload();
-        self.reload = match &result {
-            Ok(()) => Reload::Done,
-            Err(e) => Reload::Failed(e.message().to_owned()),
-        };
-        result
-    }
-
-    /// Runs `systemctl daemon-reload` and records it as a call of the run.
-    fn daemon_reload(&mut self) -> Result<(), ProviderError> {
-        let started = Instant::now();
-        let result = self.systemctl(&["daemon-reload"]).and_then(|output| {
-            if output.success() {
-                Ok(())
-            } else {
-                Err(command_failed("daemon-reload", &output))
-            }
-        });
-        self.record(Call::DaemonReload, None, started, result.as_ref().err());
-        result
-    }
-
-    /// Runs systemctl under the process-wide lock.
-    fn systemctl(&self, args: &[&str]) -> Result<super::runner::CommandOutput, ProviderError> {
-        let program = self
-            .config
-            .systemctl
-            .as_ref()
-            .map_err(|reason| ProviderError::Unavailable(reason.clone()))?;
-        let _guard = SYSTEMCTL_LOCK
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let timeout = self.timeout_now(&format!("systemctl {}", args.join(" ")))?;
-        self.runner
-            .run(program, args, timeout)
-            .map_err(|e| match e {
-                RunError::TimedOut(_) | RunError::Interrupted(_) => {
-                    ProviderError::TimedOut(format!("systemctl {}: {e}", args.join(" ")))
-                }
-                RunError::Spawn { .. } => ProviderError::Unavailable(e.to_string()),
-            })
-    }
-
-    /// Records one call; returns the record, for a status to add what it found.
-    fn record(
-        &mut self,
-        operation: Call,
-        service: Option<&str>,
-        started: Instant,
-        error: Option<&ProviderError>,
-    ) -> &mut CallRecord {
-        tracing::debug!(
-            operation = operation.verb(),
-            service = service.unwrap_or(""),
-            ms = crate::text::millis(started.elapsed()),
-            error = error.map(ProviderError::message),
-            "provider call"
-        );
-        self.calls.push(CallRecord {
-            operation,
-            service: service.map(|s| {
-                if CheckedName::check(s).is_ok() {
-                    s.to_owned()
-                } else {
-                    quote(s)
-                }
-            }),
-            outcome: error.map_or("ok", ProviderError::kind),
-            error: error.map(|e| e.message().to_owned()),
-            state: None,
-            duration: started.elapsed(),
-        });
-        self.calls.last_mut().expect("just recorded")
-    }
 }
 
-impl Provider for SystemdProvider {
-    fn name(&self) -> &'static str {
-        "systemd"
-    }
-
+impl Backend for SystemdBackend {
     fn unavailable_reason(&self) -> Option<&str> {
-        self.config.systemctl.as_ref().err().map(String::as_str)
-    }
-
-    fn status(&mut self, name: &str) -> Result<ServiceStatus, ProviderError> {
-        SystemdProvider::status(self, name)
-    }
-
-    fn mutate(&mut self, operation: Operation, name: &str) -> Result<(), ProviderError> {
-        SystemdProvider::mutate(self, operation, name)
-    }
-
-    fn set_deadline(&mut self, deadline: Instant) {
-        SystemdProvider::set_deadline(self, deadline)
-    }
-
-    fn take_calls(&mut self) -> Vec<CallRecord> {
-        std::mem::take(&mut self.calls)
+        self.systemctl.unavailable_reason()
     }
 
     fn status_reader(&self) -> (&'static str, Option<&str>) {
@@ -459,8 +190,71 @@ impl Provider for SystemdProvider {
         }
     }
 
-    fn finish(&mut self) -> Result<(), ProviderError> {
-        SystemdProvider::finish(self)
+    /// `systemctl is-active` and `is-enabled` of the unit.
+    fn status(
+        &mut self,
+        unit: &CheckedName,
+        time: &Budget,
+    ) -> Result<ServiceStatus, ProviderError> {
+        let active = self.is_active_output(unit, time)?;
+        let active = read_is_active(&active)?;
+        let enabled = self.is_enabled(unit, time)?;
+        Ok(ServiceStatus {
+            name: unit.to_string(),
+            provider: self.name().to_owned(),
+            enabled: enabled.counts,
+            running: active.counts,
+            active_word: active.word.to_owned(),
+            enabled_word: enabled.word.to_owned(),
+        })
+    }
+
+    /// `systemctl start|stop|restart --system -- NAME`, and `enable|disable
+    /// --no-reload --system -- NAME`.
+    ///
+    /// `disable` is carried out completely: a plain `disable` leaves a
+    /// runtime enablement (the links in `/run/systemd/system`), so when
+    /// `is-enabled` says `enabled-runtime` afterwards, `systemctl disable
+    /// --runtime --no-reload --system -- NAME` follows. This is what the
+    /// contract's `disable` means; whether to disable is the guest's call.
+    fn change(
+        &mut self,
+        change: Change,
+        unit: &CheckedName,
+        time: &Budget,
+    ) -> Result<(), ProviderError> {
+        let name = unit.as_str();
+        if !change.is_enablement() {
+            return self
+                .systemctl
+                .change(&[change.verb(), "--system", "--", name], time);
+        }
+        self.systemctl.change(
+            &[change.verb(), "--no-reload", "--system", "--", name],
+            time,
+        )?;
+        if change == Change::Disable {
+            // Only the word itself counts; anything else (the unit gone, an
+            // error) leaves the verification to the guest.
+            if self.is_enabled(unit, time).map(|w| w.word) == Ok("enabled-runtime") {
+                self.systemctl.change(
+                    &[
+                        "disable",
+                        "--runtime",
+                        "--no-reload",
+                        "--system",
+                        "--",
+                        name,
+                    ],
+                    time,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError> {
+        self.systemctl.change(&["daemon-reload"], time)
     }
 }
 
@@ -470,7 +264,9 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::provider::runner::CommandOutput;
+    use crate::contract::{ErrorKind, Operation};
+    use crate::provider::runner::RunError;
+    use crate::provider::{Call, Outcome, Provider, UnitAllowlist, UnitState};
 
     /// A runner that answers from a script and records every argv.
     #[derive(Clone, Default)]
@@ -525,12 +321,20 @@ mod tests {
     }
 
     fn provider(runner: &ScriptedRunner, noop: bool) -> SystemdProvider {
+        allowing(runner, noop, None)
+    }
+
+    fn allowing(
+        runner: &ScriptedRunner,
+        noop: bool,
+        allow: Option<UnitAllowlist>,
+    ) -> SystemdProvider {
         SystemdProvider::new(
             SystemdConfig {
                 systemctl: Ok(PathBuf::from("/usr/bin/systemctl")),
                 timeout: Duration::from_secs(5),
                 noop,
-                allow: None,
+                allow,
                 status_via: StatusVia::Systemctl,
             },
             Box::new(runner.clone()),
@@ -572,6 +376,7 @@ mod tests {
                 "restart --system -- web",
                 "stop --system -- web",
                 "disable --no-reload --system -- web",
+                "is-enabled --system -- web",
                 "daemon-reload",
             ]
         );
@@ -596,6 +401,7 @@ mod tests {
                 "daemon-reload",
                 "enable --no-reload --system -- web",
                 "disable --no-reload --system -- db",
+                "is-enabled --system -- db",
                 "daemon-reload",
             ]
         );
@@ -684,42 +490,44 @@ mod tests {
                 Call::Guest(Operation::Disable)
             ]
         );
-        assert_eq!(p.calls()[2].outcome, "ok");
+        assert_eq!(p.calls()[2].outcome, Outcome::Ok);
     }
 
     #[test]
-    fn disable_adds_nothing_once_the_runtime_enablement_is_gone_or_was_never_seen() {
-        // is-enabled: enabled-runtime for the status, disabled after the disable.
-        let runner = ScriptedRunner::default()
-            .answer("is-active", "active\n", "", 0)
-            .answer("is-enabled", "enabled-runtime\n", "", 0)
-            .answer("is-enabled", "disabled\n", "", 1);
+    fn disable_adds_nothing_when_no_runtime_enablement_is_left() {
+        // is-enabled says disabled after the disable: nothing follows.
+        let runner = ScriptedRunner::default().answer("is-enabled", "disabled\n", "", 1);
         let mut p = provider(&runner, false);
-        p.status("web").unwrap();
         p.mutate(Operation::Disable, "web").unwrap();
         assert_eq!(
-            runner.log()[3..],
+            runner.log(),
             [
+                "daemon-reload",
                 "disable --no-reload --system -- web",
                 "is-enabled --system -- web"
             ]
         );
+    }
 
-        // Last found enabled (or never queried): the design's one command.
+    #[test]
+    fn a_unit_enabled_in_etc_and_at_runtime_is_disabled_at_both_in_one_operation() {
+        // `enabled` before (links in /etc and in /run); the plain disable
+        // removes /etc's, after which it reads enabled-runtime. The host
+        // remembers nothing of earlier calls: it looks.
         let runner = ScriptedRunner::default()
-            .answer("is-active", "active\n", "", 0)
-            .answer("is-enabled", "enabled\n", "", 0);
+            .answer("is-enabled", "enabled-runtime\n", "", 0)
+            .answer("is-enabled", "disabled\n", "", 1);
         let mut p = provider(&runner, false);
-        p.status("web").unwrap();
         p.mutate(Operation::Disable, "web").unwrap();
-        p.mutate(Operation::Disable, "db").unwrap();
         assert_eq!(
-            runner.log()[3..],
+            runner.log()[1..],
             [
                 "disable --no-reload --system -- web",
-                "disable --no-reload --system -- db"
+                "is-enabled --system -- web",
+                "disable --runtime --no-reload --system -- web",
             ]
         );
+        assert_eq!(p.calls().len(), 2, "a reload and one disable");
     }
 
     #[test]
@@ -738,32 +546,23 @@ mod tests {
                     .into()
             )
         );
-        assert_eq!(p.calls().last().unwrap().outcome, "command-failed");
+        assert_eq!(
+            p.calls().last().unwrap().outcome,
+            Outcome::Failed(ErrorKind::CommandFailed)
+        );
     }
 
     #[test]
-    fn a_failed_status_forgets_the_runtime_enablement() {
-        let runner = ScriptedRunner::default()
-            .answer("is-active", "active\n", "", 0)
-            .answer("is-enabled", "enabled-runtime\n", "", 0)
-            .answer(
-                "is-enabled",
-                "",
-                "Failed to get unit file state for web.service: No such file or directory\n",
-                1,
-            );
+    fn a_disable_whose_check_fails_leaves_the_verification_to_the_guest() {
+        let runner = ScriptedRunner::default().answer(
+            "is-enabled",
+            "",
+            "Failed to get unit file state for web.service: No such file or directory\n",
+            1,
+        );
         let mut p = provider(&runner, false);
-        p.status("web").unwrap();
-        assert_eq!(
-            p.status("web"),
-            Err(ProviderError::not_found("web")),
-            "the second is-enabled says the unit is gone"
-        );
         p.mutate(Operation::Disable, "web").unwrap();
-        assert_eq!(
-            runner.log().last().unwrap(),
-            "disable --no-reload --system -- web"
-        );
+        assert_eq!(runner.log().last().unwrap(), "is-enabled --system -- web");
     }
 
     #[test]
@@ -781,7 +580,10 @@ mod tests {
             ));
         }
         assert!(runner.log().is_empty(), "{:?}", runner.log());
-        assert!(p.calls().iter().all(|c| c.outcome == "invalid-name"));
+        assert!(p
+            .calls()
+            .iter()
+            .all(|c| c.outcome == Outcome::Failed(ErrorKind::InvalidName)));
     }
 
     #[test]
@@ -836,8 +638,8 @@ mod tests {
         let runner = ScriptedRunner::default()
             .answer("is-active", "active\n", "", 0)
             .answer("is-enabled", "enabled\n", "", 0);
-        let mut p = provider(&runner, false);
-        p.config.allow = Some(super::super::UnitAllowlist::new(&["web-*".into()]).unwrap());
+        let allow = UnitAllowlist::new(&["web-*".into()]).unwrap();
+        let mut p = allowing(&runner, false, Some(allow));
         assert!(matches!(p.status("sshd"), Err(ProviderError::Denied(m)) if m.contains("sshd")));
         assert!(matches!(
             p.mutate(Operation::Stop, "sshd"),
@@ -846,7 +648,10 @@ mod tests {
         assert!(runner.log().is_empty(), "{:?}", runner.log());
         p.status("web-api").unwrap();
         assert_eq!(
-            p.calls().iter().filter(|c| c.outcome == "denied").count(),
+            p.calls()
+                .iter()
+                .filter(|c| c.outcome == Outcome::Failed(ErrorKind::Denied))
+                .count(),
             2
         );
     }

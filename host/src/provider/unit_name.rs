@@ -14,25 +14,9 @@ fn is_valid_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, b':' | b'-' | b'_' | b'.' | b'\\')
 }
 
-/// The unit types systemd 252 knows.
-const UNIT_TYPES: [&str; 11] = [
-    "service",
-    "socket",
-    "target",
-    "device",
-    "mount",
-    "automount",
-    "swap",
-    "timer",
-    "path",
-    "slice",
-    "scope",
-];
-
 /// Whether `name` ends with a known unit type (`unit_name_to_type`).
 fn has_unit_type(name: &str) -> bool {
-    name.rsplit_once('.')
-        .is_some_and(|(_, suffix)| UNIT_TYPES.contains(&suffix))
+    contract_words::unit_type(name).is_some()
 }
 
 /// `unit_name_is_valid(name, UNIT_NAME_ANY)`: a prefix of valid characters
@@ -44,7 +28,7 @@ fn is_valid(name: &str) -> bool {
     let Some((prefix, suffix)) = name.rsplit_once('.') else {
         return false;
     };
-    if prefix.is_empty() || !UNIT_TYPES.contains(&suffix) {
+    if prefix.is_empty() || !contract_words::UNIT_TYPES.contains(&suffix) {
         return false;
     }
     let bytes = prefix.as_bytes();

@@ -222,7 +222,7 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
     let made = run
         .calls
         .iter()
-        .filter(|c| c.operation.is_mutating() && c.outcome == "ok")
+        .filter(|c| c.operation.is_mutating() && c.outcome.is_ok())
         .count();
     let reloads = run
         .calls

@@ -1,0 +1,116 @@
+//! What a backend is: the part of the provider that only talks to systemd.
+//! It is handed names already checked and allowed, and a time budget; the
+//! guard layer (`guard`) does the checking, the refusing and the recording,
+//! the same for every backend.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::contract::{Operation, ProviderError, ServiceStatus};
+use crate::service_name::CheckedName;
+
+/// Held around every exchange with systemd in this process (a systemctl
+/// command, a D-Bus call), so that two providers (or threads) never
+/// interleave them: the design's one global lock.
+pub(super) static SYSTEMD_LOCK: Mutex<()> = Mutex::new(());
+
+/// Runs `exchange` holding [`SYSTEMD_LOCK`].
+pub(super) fn locked<T>(exchange: impl FnOnce() -> T) -> T {
+    let _guard = SYSTEMD_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    exchange()
+}
+
+/// One of the five operations that change a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Start,
+    Stop,
+    Restart,
+    Enable,
+    Disable,
+}
+
+impl Change {
+    /// The change an operation asks for; `None` for `status`.
+    pub fn of(operation: Operation) -> Option<Self> {
+        match operation {
+            Operation::Status => None,
+            Operation::Start => Some(Change::Start),
+            Operation::Stop => Some(Change::Stop),
+            Operation::Restart => Some(Change::Restart),
+            Operation::Enable => Some(Change::Enable),
+            Operation::Disable => Some(Change::Disable),
+        }
+    }
+
+    /// The systemctl verb.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Change::Start => "start",
+            Change::Stop => "stop",
+            Change::Restart => "restart",
+            Change::Enable => "enable",
+            Change::Disable => "disable",
+        }
+    }
+
+    /// Enable and disable change links, which systemd sees after a reload.
+    pub fn is_enablement(self) -> bool {
+        matches!(self, Change::Enable | Change::Disable)
+    }
+}
+
+/// How long one exchange with systemd may take: the per-command timeout,
+/// cut at the run's deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub timeout: Duration,
+    pub deadline: Option<Instant>,
+}
+
+impl Budget {
+    /// The time the exchange `what` may take now; an error naming it once
+    /// the run's deadline has passed.
+    pub fn now(&self, what: &str) -> Result<Duration, ProviderError> {
+        match self.deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(ProviderError::TimedOut(format!(
+                        "{what}: not run, the run's wall-clock limit has passed"
+                    )));
+                }
+                Ok(self.timeout.min(left))
+            }
+            None => Ok(self.timeout),
+        }
+    }
+}
+
+/// The part of a provider that talks to systemd.
+pub trait Backend: Send {
+    /// The name a `status` answer carries.
+    fn name(&self) -> &'static str {
+        "systemd"
+    }
+    /// `None` when the backend can work; otherwise why not.
+    fn unavailable_reason(&self) -> Option<&str>;
+    /// How status is read (`dbus` or `systemctl`), and why not over D-Bus
+    /// when it is not.
+    fn status_reader(&self) -> (&'static str, Option<&str>);
+    /// The unit's state, as systemd words it.
+    fn status(&mut self, unit: &CheckedName, time: &Budget)
+        -> Result<ServiceStatus, ProviderError>;
+    /// Carries out `change` completely (see [`Change`]); enablement changes
+    /// are made without a reload, which the guard makes once at the end.
+    fn change(
+        &mut self,
+        change: Change,
+        unit: &CheckedName,
+        time: &Budget,
+    ) -> Result<(), ProviderError>;
+    /// Makes systemd read its unit files again.
+    fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError>;
+}

@@ -1,0 +1,212 @@
+//! The tables both sides of the policy contract (`wit/policy.wit`) share,
+//! declared once: the words `systemctl is-active` and `is-enabled` print
+//! and what each counts as, the unit types systemd knows, and the cases of
+//! `provider-error` with the methods both sides give them.
+//!
+//! The two sides check names independently on purpose (the host trusts no
+//! guest); what they must agree on word for word lives here.
+
+/// `is-active`'s words and whether each counts as running. `reloading` and
+/// `refreshing` are running; `deactivating` is on its way to stopped.
+pub const IS_ACTIVE_WORDS: [(&str, bool); 7] = [
+    ("active", true),
+    ("reloading", true),
+    ("refreshing", true),
+    ("inactive", false),
+    ("failed", false),
+    ("activating", false),
+    ("deactivating", false),
+];
+
+/// `is-enabled`'s words (for a unit that exists) and whether each counts as
+/// enabled.
+pub const IS_ENABLED_WORDS: [(&str, bool); 12] = [
+    ("enabled", true),
+    ("enabled-runtime", true),
+    ("alias", true),
+    ("static", true),
+    ("indirect", true),
+    ("generated", true),
+    ("transient", true),
+    ("linked", false),
+    ("linked-runtime", false),
+    ("masked", false),
+    ("masked-runtime", false),
+    ("disabled", false),
+];
+
+/// `word` as `is-active` prints it, and whether it counts as running;
+/// `None` for a word the table does not know.
+pub fn is_active_word(word: &str) -> Option<(&'static str, bool)> {
+    find(&IS_ACTIVE_WORDS, word)
+}
+
+/// `word` as `is-enabled` prints it, and whether it counts as enabled;
+/// `None` for a word the table does not know.
+pub fn is_enabled_word(word: &str) -> Option<(&'static str, bool)> {
+    find(&IS_ENABLED_WORDS, word)
+}
+
+fn find(table: &[(&'static str, bool)], word: &str) -> Option<(&'static str, bool)> {
+    table.iter().copied().find(|(known, _)| *known == word)
+}
+
+/// The unit types of systemd 252 (`systemctl -t help`).
+pub const UNIT_TYPES: [&str; 11] = [
+    "service",
+    "socket",
+    "target",
+    "device",
+    "mount",
+    "automount",
+    "swap",
+    "timer",
+    "path",
+    "slice",
+    "scope",
+];
+
+/// The type of a unit name: what follows its last `.`, when that is one of
+/// the [`UNIT_TYPES`] (`web.socket` is a socket; `web` and `web.d` have
+/// none, and systemctl reads them as services).
+pub fn unit_type(name: &str) -> Option<&'static str> {
+    let (_, suffix) = name.rsplit_once('.')?;
+    UNIT_TYPES.iter().copied().find(|t| *t == suffix)
+}
+
+/// The cases of `provider-error`, without their messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// `invalid-name`
+    InvalidName,
+    /// `not-found`
+    NotFound,
+    /// `command-failed`
+    CommandFailed,
+    /// `timed-out`
+    TimedOut,
+    /// `unavailable`
+    Unavailable,
+    /// `denied`
+    Denied,
+    /// `limit-exceeded`
+    LimitExceeded,
+}
+
+impl ErrorKind {
+    /// The case's name in the contract, which reports use as an outcome.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidName => "invalid-name",
+            ErrorKind::NotFound => "not-found",
+            ErrorKind::CommandFailed => "command-failed",
+            ErrorKind::TimedOut => "timed-out",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Denied => "denied",
+            ErrorKind::LimitExceeded => "limit-exceeded",
+        }
+    }
+}
+
+impl core::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Gives the `provider-error` type that a side's bindings generated (one
+/// type per side, the same cases) its methods: `message`, `kind` and
+/// `not_found`. Expanded once by each side, so they never differ.
+#[macro_export]
+macro_rules! provider_error_methods {
+    ($error:ident) => {
+        impl $error {
+            /// The whole message, ready to show: whoever raises the error
+            /// writes it in full (`service not found: web`) and nobody adds
+            /// to it. The generated `Display` is the `Debug` form; use this.
+            pub fn message(&self) -> &str {
+                match self {
+                    $error::InvalidName(m)
+                    | $error::NotFound(m)
+                    | $error::CommandFailed(m)
+                    | $error::TimedOut(m)
+                    | $error::Unavailable(m)
+                    | $error::Denied(m)
+                    | $error::LimitExceeded(m) => m,
+                }
+            }
+
+            /// The error's case (its name in the contract: `kind().as_str()`).
+            pub fn kind(&self) -> $crate::ErrorKind {
+                match self {
+                    $error::InvalidName(_) => $crate::ErrorKind::InvalidName,
+                    $error::NotFound(_) => $crate::ErrorKind::NotFound,
+                    $error::CommandFailed(_) => $crate::ErrorKind::CommandFailed,
+                    $error::TimedOut(_) => $crate::ErrorKind::TimedOut,
+                    $error::Unavailable(_) => $crate::ErrorKind::Unavailable,
+                    $error::Denied(_) => $crate::ErrorKind::Denied,
+                    $error::LimitExceeded(_) => $crate::ErrorKind::LimitExceeded,
+                }
+            }
+
+            /// The error for a unit that does not exist, worded as the host
+            /// words it.
+            pub fn not_found(service: &str) -> Self {
+                $error::NotFound(format!("service not found: {service}"))
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_word_is_found_as_itself() {
+        for (word, counts) in IS_ACTIVE_WORDS {
+            assert_eq!(is_active_word(word), Some((word, counts)));
+        }
+        for (word, counts) in IS_ENABLED_WORDS {
+            assert_eq!(is_enabled_word(word), Some((word, counts)));
+        }
+        assert_eq!(is_active_word("Active"), None);
+        assert_eq!(is_enabled_word("enabled\n"), None);
+    }
+
+    #[test]
+    fn a_unit_type_is_what_follows_the_last_dot() {
+        assert_eq!(unit_type("web.socket"), Some("socket"));
+        assert_eq!(unit_type("a.b.service"), Some("service"));
+        assert_eq!(unit_type("web"), None);
+        assert_eq!(unit_type("web.d"), None);
+        assert_eq!(unit_type("web.service.d"), None);
+        for t in UNIT_TYPES {
+            assert_eq!(unit_type(&["x.", t].concat()), Some(t));
+        }
+    }
+
+    #[test]
+    fn error_kinds_are_named_as_the_contract_names_them() {
+        let wit = include_str!("../../policy.wit");
+        let cases = wit
+            .split("variant provider-error {")
+            .nth(1)
+            .and_then(|rest| rest.split('}').next())
+            .expect("provider-error in policy.wit");
+        for kind in [
+            ErrorKind::InvalidName,
+            ErrorKind::NotFound,
+            ErrorKind::CommandFailed,
+            ErrorKind::TimedOut,
+            ErrorKind::Unavailable,
+            ErrorKind::Denied,
+            ErrorKind::LimitExceeded,
+        ] {
+            assert!(
+                cases.contains(&["        ", kind.as_str(), "(string)"].concat()),
+                "{kind} is not a case of provider-error"
+            );
+        }
+    }
+}
