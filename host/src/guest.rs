@@ -26,7 +26,7 @@ use crate::contract::{self, Action, Ensure, ErrorKind, Operation};
 use crate::provider::{Call, CallRecord, Outcome, UnitState};
 use crate::runtime::RunFailure;
 use crate::service_name::{quote, CheckedName};
-use crate::text::{truncate, TRUNCATED};
+use crate::text::{truncate, Untrusted, TRUNCATED};
 
 /// The longest single string (a message, a resource name) kept from a guest.
 const MAX_GUEST_STRING: usize = 4096;
@@ -76,10 +76,12 @@ pub struct ResourceEvent {
     pub changed: bool,
     pub refreshed: bool,
     pub noop: bool,
-    pub noop_message: Option<String>,
+    /// The policy's words, shown escaped ([`Untrusted`]).
+    pub noop_message: Option<Untrusted>,
     pub actions: Vec<&'static str>,
     pub failed: bool,
-    pub errors: Vec<String>,
+    /// The policy's errors and the host's, shown escaped ([`Untrusted`]).
+    pub errors: Vec<Untrusted>,
     /// What the policy asked for; `None` for a unit the host changed that
     /// the policy's report left out.
     pub requested: Option<Requested>,
@@ -94,7 +96,7 @@ pub struct GuestOutcome {
     pub resources: Vec<ResourceEvent>,
     /// Problems with the run as a whole: policy-level errors from the guest,
     /// a malformed or truncated report.
-    pub errors: Vec<String>,
+    pub errors: Vec<Untrusted>,
     /// Why the policy did not finish: a limit, a trap (panic, stack overflow).
     pub failure: Option<RunFailure>,
 }
@@ -115,8 +117,11 @@ impl GuestOutcome {
                 (events, errors, None, cut)
             }
             Err(mut failure) => {
-                failure.message =
-                    truncate(failure.message, MAX_GUEST_STRING.min(max_bytes), TRUNCATED);
+                failure.message = Untrusted::new(truncate(
+                    failure.message.as_raw().to_owned(),
+                    MAX_GUEST_STRING.min(max_bytes),
+                    TRUNCATED,
+                ));
                 (Vec::new(), Vec::new(), Some(failure), false)
             }
         };
@@ -278,7 +283,9 @@ fn reconcile(
         event.noop_message = None;
         event.source = Source::Host;
         event.failed |= !problems.is_empty();
-        event.errors.extend(problems);
+        event
+            .errors
+            .extend(problems.into_iter().map(Untrusted::new));
         events.push(event);
     }
     for name in host.order {
@@ -298,10 +305,10 @@ fn reconcile(
             noop: false,
             noop_message: None,
             failed: true,
-            errors: vec![format!(
+            errors: vec![Untrusted::new(format!(
                 "{name} was {} by the policy but not reported{why}",
                 joined(&actions)
-            )],
+            ))],
             actions,
             requested: None,
             final_state: host.last_state.get(&name).copied().map(Final::from),
@@ -336,8 +343,8 @@ fn action_name(a: Action) -> &'static str {
     }
 }
 
-fn bounded(text: String, max: usize) -> String {
-    truncate(text, max, TRUNCATED)
+fn bounded(text: String, max: usize) -> Untrusted {
+    Untrusted::new(truncate(text, max, TRUNCATED))
 }
 
 impl ResourceEvent {
@@ -350,7 +357,7 @@ impl ResourceEvent {
                 quote(&truncate(e.resource, 256, "..."))
             ));
         }
-        let mut errors: Vec<String> = e
+        let mut errors: Vec<Untrusted> = e
             .errors
             .into_iter()
             .take(MAX_ERRORS_PER_EVENT + 1)
@@ -358,7 +365,7 @@ impl ResourceEvent {
             .collect();
         if errors.len() > MAX_ERRORS_PER_EVENT {
             errors.truncate(MAX_ERRORS_PER_EVENT);
-            errors.push(format!("more errors{TRUNCATED}"));
+            errors.push(Untrusted::new(format!("more errors{TRUNCATED}")));
         }
         Ok(Self {
             resource: e.resource,
@@ -390,8 +397,8 @@ impl ResourceEvent {
     /// The bytes of text this event holds, for the report size limit.
     fn text_size(&self) -> usize {
         self.resource.len()
-            + self.noop_message.as_ref().map_or(0, String::len)
-            + self.errors.iter().map(String::len).sum::<usize>()
+            + self.noop_message.as_ref().map_or(0, Untrusted::len)
+            + self.errors.iter().map(Untrusted::len).sum::<usize>()
     }
 }
 
@@ -402,28 +409,28 @@ impl ResourceEvent {
 fn bounded_report(
     report: contract::Report,
     max_bytes: usize,
-) -> (Vec<ResourceEvent>, Vec<String>, bool) {
+) -> (Vec<ResourceEvent>, Vec<Untrusted>, bool) {
     let total = report.events.len();
     let mut used = 0;
     let mut events = Vec::new();
-    let mut errors: Vec<String> = Vec::new();
+    let mut errors: Vec<Untrusted> = Vec::new();
     let mut cut = false;
     for guest_event in report.events {
         match ResourceEvent::from_guest(guest_event) {
             Ok(event) => {
                 used += event.text_size();
                 if used > max_bytes {
-                    errors.push(format!(
+                    errors.push(Untrusted::new(format!(
                         "report truncated: kept {} of {total} events, the report limit is {max_bytes} bytes",
                         events.len()
-                    ));
+                    )));
                     cut = true;
                     break;
                 }
                 events.push(event);
             }
             Err(problem) => {
-                errors.push(problem);
+                errors.push(Untrusted::new(problem));
                 cut = true;
                 break;
             }
@@ -432,7 +439,7 @@ fn bounded_report(
     for message in report.errors.into_iter().take(MAX_ERRORS_PER_EVENT) {
         used += message.len().min(MAX_GUEST_STRING);
         if used > max_bytes {
-            errors.push(format!("policy errors{TRUNCATED}"));
+            errors.push(Untrusted::new(format!("policy errors{TRUNCATED}")));
             break;
         }
         errors.push(bounded(message, MAX_GUEST_STRING));
@@ -576,13 +583,13 @@ mod tests {
     fn changes_made_before_a_trap_are_reported() {
         let failure = RunFailure {
             class: "trap",
-            message: "x".repeat(1 << 20),
+            message: Untrusted::new("x".repeat(1 << 20)),
         };
         let calls = [call(Operation::Restart, "db", None)];
         let out = GuestOutcome::new(Err(failure), &calls, false, 1 << 20);
         assert_eq!(out.resources[0].actions, ["restarted"]);
         assert!(out.resources[0].refreshed);
-        assert!(out.resources[0].errors[0].contains("never came"));
+        assert!(out.resources[0].errors[0].as_raw().contains("never came"));
         let message = &out.failure.unwrap().message;
         assert!(message.len() <= MAX_GUEST_STRING + TRUNCATED.len());
     }
@@ -600,6 +607,9 @@ mod tests {
         let web = &out.resources[0];
         assert_eq!(web.source, Source::Policy);
         assert!(web.changed && !web.failed);
-        assert_eq!(web.noop_message.as_deref(), Some("Would have started"));
+        assert_eq!(
+            web.noop_message.as_ref().map(Untrusted::as_raw),
+            Some("Would have started")
+        );
     }
 }

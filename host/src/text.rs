@@ -94,12 +94,38 @@ pub fn lines(text: &str) -> impl Iterator<Item = Cow<'_, str>> {
 /// [`one_line`] of it, so whoever prints it, and however (a log line, an
 /// error chain, a report), it can never start a line of its own or drive
 /// the terminal. Made only where such text enters the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Reports hold a guest's free text (its errors, its noop messages, the
+/// reason it stopped) as `Untrusted`: JSON gets it as it was, exactly; a
+/// terminal only ever through this `Display`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
 pub struct Untrusted(String);
 
 impl Untrusted {
     pub(crate) fn new(text: impl Into<String>) -> Self {
         Self(text.into())
+    }
+
+    /// The text as it was given, for the code that reads it (a search, a
+    /// length), never for a terminal.
+    pub fn as_raw(&self) -> &str {
+        &self.0
+    }
+
+    /// Its length in bytes, as given.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl PartialEq<&str> for Untrusted {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
     }
 }
 

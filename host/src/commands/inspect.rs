@@ -17,7 +17,7 @@ use crate::runtime::load::{check_header, check_policy_world, interface_names, Lo
 use crate::runtime::PolicyRuntime;
 use crate::settings::{resolve_trust, ConfigFile, RunSettings};
 use crate::signature::{SignatureError, Verified};
-use crate::text::{hex, one_line};
+use crate::text::{hex, one_line, Untrusted};
 
 #[derive(Debug, Serialize)]
 struct Inspection {
@@ -38,7 +38,7 @@ struct Inspection {
 struct SignatureStatus {
     status: &'static str,
     key_id: Option<String>,
-    trusted_comment: Option<String>,
+    trusted_comment: Option<Untrusted>,
     detail: Option<String>,
 }
 
@@ -146,7 +146,11 @@ fn render(i: &Inspection) -> String {
     let s = &i.signature;
     match (&s.key_id, &s.detail) {
         (Some(key), _) => {
-            let comment = one_line(s.trusted_comment.as_deref().unwrap_or(""));
+            let comment = s
+                .trusted_comment
+                .as_ref()
+                .map(Untrusted::to_string)
+                .unwrap_or_default();
             let _ = writeln!(out, "signature: valid, signed by key {key} ({comment})");
         }
         (None, Some(detail)) => {

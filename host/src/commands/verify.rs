@@ -40,7 +40,7 @@ fn print_verdict(shown: &str, verdict: Result<Verified, SignatureError>) -> i32 
         Ok(verified) => {
             println!("valid: {}", one_line(shown));
             println!("key id: {}", verified.key_id);
-            println!("trusted comment: {}", one_line(&verified.trusted_comment));
+            println!("trusted comment: {}", verified.trusted_comment);
             0
         }
         Err(e) => {

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::text::{lines, one_line};
+use crate::text::{lines, one_line, Untrusted};
 
 use super::{Report, RunReport};
 use crate::guest::ResourceEvent;
@@ -141,7 +141,12 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
     }
     if !quiet {
         if let Some(key_id) = &run.signature.key_id {
-            let comment = one_line(run.signature.trusted_comment.as_deref().unwrap_or(""));
+            let comment = run
+                .signature
+                .trusted_comment
+                .as_ref()
+                .map(Untrusted::to_string)
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
                 "{}",
@@ -180,7 +185,7 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
         );
     }
     for e in &run.errors {
-        let _ = writeln!(out, "{}", style.red(&format!("error: {}", one_line(e))));
+        let _ = writeln!(out, "{}", style.red(&format!("error: {e}")));
     }
     if let Some(failure) = &run.failure {
         let _ = writeln!(
@@ -188,8 +193,7 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
             "{}",
             style.red(&format!(
                 "policy failed ({}): {}",
-                failure.class,
-                one_line(&failure.message)
+                failure.class, failure.message
             ))
         );
     }
@@ -258,11 +262,11 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
         } else {
             format!(" (after {})", r.actions.join(", "))
         };
-        let errors: Vec<_> = r.errors.iter().map(|e| one_line(e)).collect();
+        let errors: Vec<String> = r.errors.iter().map(Untrusted::to_string).collect();
         return style.red(&format!("FAILED{done}: {}", errors.join("; ")));
     }
     if let Some(message) = &r.noop_message {
-        return style.yellow(&one_line(message));
+        return style.yellow(&message.to_string());
     }
     if r.actions.is_empty() {
         style.dim("unchanged")

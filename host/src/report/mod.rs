@@ -13,14 +13,14 @@ use serde::Serialize;
 use crate::guest::{GuestOutcome, ResourceEvent};
 use crate::provider::CallRecord;
 use crate::runtime::RunFailure;
-use crate::text::millis;
+use crate::text::{millis, Untrusted};
 
 /// What the host checked of the policy's signature.
 #[derive(Debug, Clone, Serialize)]
 pub struct SignatureReport {
     pub verified: bool,
     pub key_id: Option<String>,
-    pub trusted_comment: Option<String>,
+    pub trusted_comment: Option<Untrusted>,
     pub warning: Option<String>,
     /// The settings document's signature, when the run had settings: the
     /// settings are the desired state as much as the code is.
@@ -118,8 +118,8 @@ pub struct RunReport {
     pub provider: ProviderInfo,
     pub resources: Vec<ResourceEvent>,
     /// Problems with the run as a whole: policy-level errors from the guest,
-    /// a malformed or truncated report.
-    pub errors: Vec<String>,
+    /// a malformed or truncated report. Shown escaped.
+    pub errors: Vec<Untrusted>,
     /// Why the policy did not finish: a limit, a trap (panic, stack overflow).
     pub failure: Option<RunFailure>,
     pub calls: Vec<CallRecord>,
@@ -189,7 +189,7 @@ impl RunReport {
         self.calls.extend(calls);
         self.summary.duration_ms += millis(took);
         if let Some(failure) = failure {
-            self.errors.push(failure);
+            self.errors.push(Untrusted::new(failure));
             self.summary.success = false;
         }
     }
@@ -282,7 +282,11 @@ impl Report {
             .runs()
             .iter()
             .flat_map(|r| &r.resources)
-            .filter(|r| r.errors.iter().any(|e| e.contains("interrupted by")))
+            .filter(|r| {
+                r.errors
+                    .iter()
+                    .any(|e| e.as_raw().contains("interrupted by"))
+            })
             .map(|r| r.resource.clone())
             .collect();
         not_reached.extend(not_started);

@@ -106,7 +106,9 @@ pub struct RunFailure {
     /// `cpu-time-limit`, `memory-limit`, `call-budget`, `wall-clock-limit`,
     /// `stack-overflow`, `trap` or `instantiation`.
     pub class: &'static str,
-    pub message: String,
+    /// Why, as wasmtime or the limit says it; a trap's message may carry
+    /// the guest's own words, so it is shown escaped.
+    pub message: crate::text::Untrusted,
 }
 
 impl RunFailure {
@@ -118,7 +120,7 @@ impl RunFailure {
         if let Some(limit) = limit {
             return Self {
                 class: limit.class(),
-                message: limit.to_string(),
+                message: crate::text::Untrusted::new(limit.to_string()),
             };
         }
         let class = match error.downcast_ref::<wasmtime::Trap>() {
@@ -128,7 +130,7 @@ impl RunFailure {
         };
         Self {
             class,
-            message: format!("{error:#}"),
+            message: crate::text::Untrusted::new(format!("{error:#}")),
         }
     }
 }

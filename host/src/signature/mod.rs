@@ -12,6 +12,7 @@ mod verify;
 
 use std::path::{Path, PathBuf};
 
+use crate::text::Untrusted;
 use serde::Serialize;
 use thiserror::Error;
 
@@ -27,7 +28,8 @@ pub const MAX_SIGNATURE_FILE: u64 = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Verified {
     pub key_id: String,
-    pub trusted_comment: String,
+    /// The signature file's trusted comment: text from a file, shown escaped.
+    pub trusted_comment: Untrusted,
     /// The trusted key file that matched.
     pub key_file: PathBuf,
     /// The file name the signature binds (the comment's `file:`).
@@ -156,11 +158,11 @@ impl Trust {
         name: &str,
     ) -> Result<Verified, SignatureError> {
         let mut verified = verify_bytes(bytes, signature, self.trusted()?)?;
-        let claims = Claims::parse(&verified.trusted_comment);
+        let claims = Claims::parse(verified.trusted_comment.as_raw());
         let signed = claims
             .file
             .ok_or_else(|| SignatureError::UnnamedSignature {
-                comment: verified.trusted_comment.clone(),
+                comment: verified.trusted_comment.as_raw().to_owned(),
             })?;
         if signed != name {
             return Err(SignatureError::WrongName {

@@ -247,7 +247,7 @@ mod tests {
         let signature = read_signature("policy", &sig).unwrap();
         let verified = verify_bytes(b"\0asm policy bytes", &signature, &trusted).unwrap();
         assert_eq!(verified.key_id, keys.key_id);
-        assert_eq!(verified.trusted_comment, comment);
+        assert_eq!(verified.trusted_comment.as_raw(), comment);
 
         let err = verify_bytes(b"\0asm policy bytez", &signature, &trusted).unwrap_err();
         assert!(matches!(err, SignatureError::BadSignature { .. }), "{err}");

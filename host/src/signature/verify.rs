@@ -6,6 +6,7 @@ use minisign_verify::{Error as VerifyError, Signature};
 
 use super::keys::{KeyId, TrustedKey};
 use super::{read_small_text, SignatureError, Verified};
+use crate::text::Untrusted;
 
 /// A parsed signature file and the key id that made it.
 pub struct SignatureFile {
@@ -74,7 +75,7 @@ pub fn verify_bytes(
     match key.key.verify(bytes, &signature.signature, false) {
         Ok(()) => Ok(Verified {
             key_id,
-            trusted_comment: signature.signature.trusted_comment().to_owned(),
+            trusted_comment: Untrusted::new(signature.signature.trusted_comment()),
             key_file: key.file.clone(),
             // Filled in from the comment by `Trust::verify_named`.
             name: String::new(),
