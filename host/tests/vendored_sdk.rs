@@ -1,8 +1,13 @@
 //! `host/vendor/` is what `cargo package -p contract-words -p guest-sdk`
 //! makes of the workspace's crates (normalised manifests, guest-sdk's
 //! `Cargo.lock`, the WIT contract inside guest-sdk), less cargo's two notes
-//! on where it came from (`.cargo_vcs_info.json`, `Cargo.toml.orig`). The
-//! host embeds it for `host new-policy`. This test fails when it drifts from
+//! on where it came from (`.cargo_vcs_info.json`, `Cargo.toml.orig`). One
+//! line is rewritten: guest-sdk's lock lists contract-words as the registry
+//! package cargo packaged beside it, with a checksum of that tarball (which
+//! holds file times, so it changes with every checkout); a policy crate
+//! takes contract-words from its `vendor/` (`[patch.crates-io]`), so the
+//! entry is written as cargo writes a path package: no source, no checksum.
+//! The host embeds it for `host new-policy`. This test fails when it drifts from
 //! the sources;
 //! `POLICY_HOST_REGENERATE=1 cargo test -p policy-host --test vendored_sdk`
 //! writes it again.
@@ -38,6 +43,23 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         }
     }
     found
+}
+
+/// `lock` with the entries of `package` written as a path package's.
+fn as_path_package(lock: &str, package: &str) -> String {
+    lock.split("\n[[package]]\n")
+        .map(|entry| {
+            if entry.starts_with(&format!("name = \"{package}\"\n")) {
+                entry
+                    .split_inclusive('\n')
+                    .filter(|l| !l.starts_with("source = ") && !l.starts_with("checksum = "))
+                    .collect::<String>()
+            } else {
+                entry.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n[[package]]\n")
 }
 
 /// `cargo package` of the vendored crates, unpacked, as `crate/path`.
@@ -94,6 +116,11 @@ fn packaged() -> BTreeMap<String, Vec<u8>> {
             }
         }
     }
+    let lock = all
+        .get_mut("guest-sdk/Cargo.lock")
+        .expect("cargo package writes guest-sdk's Cargo.lock");
+    let text = String::from_utf8(std::mem::take(lock)).unwrap();
+    *lock = as_path_package(&text, "contract-words").into_bytes();
     assert_eq!(
         all.keys().filter(|k| k.ends_with("/Cargo.toml")).count(),
         CRATES.len(),
@@ -123,6 +150,15 @@ fn the_vendored_sdk_is_what_cargo_packages() {
     assert!(
         stale.is_empty(),
         "host/vendor is out of date (regenerate with POLICY_HOST_REGENERATE=1 cargo test -p policy-host --test vendored_sdk): {stale:#?}"
+    );
+}
+
+#[test]
+fn a_packaged_entry_is_rewritten_as_a_path_package() {
+    let lock = "version = 4\n\n[[package]]\nname = \"contract-words\"\nversion = \"0.1.0\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"ab\"\n\n[[package]]\nname = \"serde\"\nversion = \"1.0.0\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"cd\"\n";
+    assert_eq!(
+        as_path_package(lock, "contract-words"),
+        "version = 4\n\n[[package]]\nname = \"contract-words\"\nversion = \"0.1.0\"\n\n[[package]]\nname = \"serde\"\nversion = \"1.0.0\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"cd\"\n"
     );
 }
 
