@@ -121,27 +121,34 @@ fn cargo(args: &[&str]) {
     }
 }
 
-/// Builds the `host` binary (debug profile) once per process and returns its
-/// path.
+/// The `host` binary to run.
 ///
-/// A test builds it as `cargo test --workspace` does (`cargo test --workspace
-/// --no-run`): the same packages, so the same features for every shared
-/// dependency, so the artifacts the suite's own build made are reused and
-/// nothing (wasmtime above all) is compiled a second time with another
-/// feature set. Interactive commands ([`show_build_progress`]) build the
-/// binary alone instead.
+/// In a test: the one cargo built for this test target (the end-to-end
+/// tests are test targets of policy-host, so cargo builds its `host` before
+/// running them; `CARGO_BIN_EXE_host` names the same file, beside the test
+/// executable's `deps/` directory, and `operator.rs` checks the two agree).
+/// Interactive commands ([`show_build_progress`]: the demo) build it first.
 pub fn host_binary() -> PathBuf {
     static HOST: OnceLock<PathBuf> = OnceLock::new();
     HOST.get_or_init(|| {
+        let name = format!("host{}", std::env::consts::EXE_SUFFIX);
         if SHOW_PROGRESS.load(Ordering::Relaxed) {
             cargo(&["build", "-p", "policy-host", "--bin", "host"]);
-        } else {
-            cargo(&["test", "--workspace", "--no-run"]);
+            return target_dir().join("debug").join(name);
         }
-        let path = target_dir()
-            .join("debug")
-            .join(format!("host{}", std::env::consts::EXE_SUFFIX));
-        assert!(path.is_file(), "cargo built no {}", path.display());
+        let exe = std::env::current_exe().expect("the test executable's path");
+        // <target>/<profile>/deps/<test>-<hash>
+        let path = exe
+            .parent()
+            .and_then(Path::parent)
+            .map(|profile| profile.join(&name))
+            .expect("a test executable lies in <target>/<profile>/deps");
+        assert!(
+            path.is_file(),
+            "no {} beside this test: the end-to-end tests are policy-host's test targets, \
+             run them with cargo test -p policy-host (or --workspace)",
+            path.display()
+        );
         path
     })
     .clone()

@@ -6,7 +6,9 @@
 pub mod build;
 pub mod executable;
 pub mod fake_systemctl;
+pub mod host_run;
 pub mod metrics;
 pub mod outcome;
 pub mod registry;
 pub mod sandbox;
+pub mod scratch;

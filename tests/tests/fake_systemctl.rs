@@ -24,9 +24,7 @@ use serde_json::Value;
 
 /// `host run POLICY ARGS...` with the fake first on PATH.
 fn host(fake: &FakeSystemctl, policy: &Path, args: &[&str]) -> Run {
-    let mut cmd = fake.host_command();
-    cmd.arg("run").arg(policy).args(run_args()).args(args);
-    run(cmd)
+    fake.host_run().policy(policy).args(args).run()
 }
 
 fn example() -> PathBuf {
@@ -208,26 +206,6 @@ fn converges_the_example_policy_in_order() {
 }
 
 #[test]
-fn second_run_makes_no_mutating_call() {
-    let fake = fresh_web_host();
-    host(&fake, &example(), &["--json"]).assert_exit(0);
-    fake.clear_calls();
-
-    let r = host(&fake, &example(), &["--json"]);
-    r.assert_exit(0);
-    assert_shapes(&fake);
-    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
-    let json = r.json();
-    assert_eq!(json["summary"]["changed"], 0);
-    assert_eq!(json["summary"]["unchanged"], 3);
-    for name in ["httpd", "legacy-ftpd", "metrics-agent"] {
-        let res = resource(&json, name);
-        assert_eq!(res["changed"], false, "{res:#}");
-        assert_eq!(actions_of(res), Vec::<String>::new());
-    }
-}
-
-#[test]
 fn detailed_exitcodes_distinguish_changes_and_failures() {
     let fake = fresh_web_host();
     host(&fake, &example(), &["--detailed-exitcodes"]).assert_exit(2);
@@ -250,88 +228,7 @@ fn detailed_exitcodes_distinguish_changes_and_failures() {
     assert_shapes(&fake);
 }
 
-/// docs/service-type.md, daemon-reload: one reload before the first call,
-/// and one after the run's last enablement change (enable and disable run
-/// with `--no-reload`), however many operations follow. (How
-/// `is-active`/`is-enabled` words are read is tested in
-/// host/src/provider/parse.rs.)
-#[test]
-fn one_daemon_reload_before_and_one_after_the_enablement_changes() {
-    let fake = FakeSystemctl::new();
-    let mut yaml = String::from("- service:\n");
-    for i in 0..4 {
-        fake.unit(&format!("svc{i}"), "inactive", "disabled");
-        yaml.push_str(&format!(
-            "    - svc{i}:\n        ensure: running\n        enable: true\n"
-        ));
-    }
-
-    let r = manifest(&fake, &yaml, &[]);
-    r.assert_exit(0);
-    assert_shapes(&fake);
-    assert_eq!(fake.daemon_reloads(), 2, "{:#?}", fake.calls());
-    assert_eq!(fake.calls()[0], "daemon-reload");
-    assert_eq!(fake.calls().last().unwrap(), "daemon-reload");
-    let enables: Vec<String> = fake
-        .mutating_calls()
-        .into_iter()
-        .filter(|c| c.starts_with("enable"))
-        .collect();
-    assert_eq!(enables.len(), 4, "{:#?}", fake.calls());
-    assert!(enables
-        .iter()
-        .all(|c| c.starts_with("enable --no-reload --system -- ")));
-    assert_eq!(fake.mutating_calls().len(), 8, "{:#?}", fake.calls());
-    assert_eq!(r.json()["summary"]["changed"], 4);
-
-    // The next run changes nothing: only the reload before the first call.
-    fake.clear_calls();
-    manifest(&fake, &yaml, &[]).assert_exit(0);
-    assert_eq!(fake.daemon_reloads(), 1);
-    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
-}
-
 // --------------------------------------------------------------------- noop
-
-#[test]
-fn noop_queries_only() {
-    let fake = fresh_web_host();
-    let r = host(&fake, &example(), &["--noop", "--json"]);
-    r.assert_exit(0);
-    assert_shapes(&fake);
-    let calls = fake.calls();
-    assert!(!calls.is_empty());
-    assert!(
-        calls
-            .iter()
-            .all(|c| c.starts_with("is-active ") || c.starts_with("is-enabled ")),
-        "noop ran more than queries (no daemon-reload either): {calls:#?}"
-    );
-    assert_eq!(
-        fake.state("httpd").unwrap(),
-        ("inactive".into(), "disabled".into())
-    );
-
-    let json = r.json();
-    assert_eq!(json["noop"], true);
-    let httpd = resource(&json, "httpd");
-    assert_eq!(httpd["noop"], true);
-    assert_eq!(httpd["changed"], true);
-    assert_eq!(
-        httpd["noop_message"],
-        "Would have started, would have enabled"
-    );
-    assert_eq!(actions_of(httpd), ["started", "enabled"]);
-    assert_eq!(
-        resource(&json, "legacy-ftpd")["noop_message"],
-        "Would have stopped, would have disabled"
-    );
-    assert_eq!(
-        resource(&json, "metrics-agent")["noop_message"],
-        "Would have started"
-    );
-    assert!(json_calls(&json).iter().all(|c| c.0 == "status"));
-}
 
 // ------------------------------------------------------------ subscriptions
 
@@ -378,104 +275,6 @@ fn invalid_refresh_reference_is_rejected() {
 }
 
 // ------------------------------------------------------------------ failures
-
-#[test]
-fn start_failure_carries_exit_code_and_stderr() {
-    let fake = FakeSystemctl::new();
-    let stderr = "Job for web.service failed because the control process exited with error code.";
-    fake.unit("web", "inactive", "disabled")
-        .fail("start", "web", 1, stderr);
-    let r = manifest(
-        &fake,
-        "- service:\n    - web:\n        ensure: running\n        enable: true\n",
-        &[],
-    );
-    r.assert_exit(1);
-    assert_shapes(&fake);
-    assert_eq!(
-        fake.mutating_calls(),
-        ["start --system -- web"],
-        "enable is not tried after start failed"
-    );
-    let json = r.json();
-    let web = resource(&json, "web");
-    assert_eq!(web["failed"], true);
-    let errors = errors_of(web);
-    assert_any_contains(&errors, stderr);
-    assert!(
-        errors.iter().any(|e| e.contains("exit code 1")
-            || e.contains("exit status 1")
-            || e.contains("rc 1")
-            || e.contains("status: 1")),
-        "exit code 1 not in {errors:#?}"
-    );
-    let start: Vec<_> = json["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["operation"] == "start")
-        .collect();
-    assert_eq!(start.len(), 1);
-    assert_eq!(start[0]["outcome"], "command-failed");
-    assert_contains(start[0]["error"].as_str().unwrap(), stderr);
-    assert_eq!(json["summary"]["failed"], 1);
-    assert_eq!(json["summary"]["success"], false);
-}
-
-/// systemd 252's answer for a missing unit reaches the report as `not-found`
-/// (the systemd 253 answer is a row of host/src/provider/parse.rs).
-#[test]
-fn missing_unit_is_service_not_found_systemd_252() {
-    let fake = FakeSystemctl::new();
-    fake.unit("web", "inactive", "disabled");
-    let yaml =
-        "- service:\n    - nosuch:\n        ensure: running\n    - web:\n        ensure: running\n";
-    let r = manifest(&fake, yaml, &[]);
-    r.assert_exit(1);
-    assert_shapes(&fake);
-    assert_eq!(
-        fake.mutating_calls(),
-        ["start --system -- web"],
-        "a missing unit is not started; the next resource still is"
-    );
-    let json = r.json();
-    let nosuch = resource(&json, "nosuch");
-    assert_eq!(nosuch["failed"], true);
-    assert_eq!(nosuch["final"], Value::Null);
-    assert_any_contains(&errors_of(nosuch), "service not found");
-    assert!(
-        json_calls(&json)
-            .iter()
-            .any(|c| c.1.as_deref() == Some("nosuch") && c.2 == "not-found"),
-        "{:#}",
-        json["calls"]
-    );
-}
-
-/// Kept here until host/src/provider/parse.rs has a row for several lines
-/// of stdout with exit 0: only the first line is read, and it is no status.
-#[test]
-fn help_text_from_is_active_is_not_read_as_active() {
-    // What systemctl prints for `--help` (exit 0) if `--` were missing.
-    let fake = FakeSystemctl::new();
-    fake.unit("web", "active", "enabled").output(
-        "is-active",
-        "web",
-        "systemctl [OPTIONS...] COMMAND ...\n\nQuery or send control commands to the system manager.",
-        0,
-    );
-    let r = manifest(
-        &fake,
-        "- service:\n    - web:\n        ensure: stopped\n",
-        &[],
-    );
-    r.assert_exit(1);
-    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
-    assert_any_contains(
-        &errors_of(resource(&r.json(), "web")),
-        "invalid systemctl is-active output",
-    );
-}
 
 /// Processes whose command line is exactly `sleep SECONDS`.
 fn sleepers(seconds: &str) -> usize {
@@ -786,23 +585,6 @@ fn component_of_another_world_is_rejected() {
 }
 
 // ------------------------------------------------------------ daemon-reload
-
-#[test]
-fn failed_daemon_reload_fails_every_resource_and_changes_nothing() {
-    let fake = fresh_web_host();
-    fake.fail_daemon_reload(1, "Failed to reload daemon: Access denied");
-    let r = host(&fake, &example(), &["--json"]);
-    r.assert_exit(1);
-    assert_shapes(&fake);
-    assert_eq!(fake.daemon_reloads(), 1, "{:#?}", fake.calls());
-    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
-    let json = r.json();
-    for name in ["httpd", "legacy-ftpd", "metrics-agent"] {
-        let res = resource(&json, name);
-        assert_eq!(res["failed"], true);
-        assert_any_contains(&errors_of(res), "Access denied");
-    }
-}
 
 // ------------------------------------------------------- finding systemctl
 

@@ -6,11 +6,10 @@
 //! terminal nor forge a line of the host's output.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use policy_host_e2e::build::{run_args, sign_file, signed_policy};
+use policy_host_e2e::build::{sign_file, signed_policy};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
-use policy_host_e2e::outcome::{resource, run, Run};
+use policy_host_e2e::outcome::{resource, Run};
 use serde_json::Value;
 
 fn liar() -> PathBuf {
@@ -21,14 +20,13 @@ fn host(fake: &FakeSystemctl, policies: &[&Path], mode: &str, args: &[&str]) -> 
     let settings = fake.root().join("mode.txt");
     std::fs::write(&settings, mode).unwrap();
     sign_file(&settings);
-    let mut cmd: Command = fake.host_command();
-    cmd.arg("run")
-        .args(policies)
-        .args(run_args())
-        .arg("--settings")
-        .arg(&settings)
-        .args(args);
-    run(cmd)
+    let mut run = fake
+        .host_run()
+        .args(["--settings".as_ref(), settings.as_os_str()]);
+    for policy in policies {
+        run = run.policy(policy);
+    }
+    run.args(args).run()
 }
 
 fn strings(value: &Value) -> Vec<String> {

@@ -11,6 +11,7 @@
 //! directory), so these tests neither wait for each other nor for other test
 //! binaries, and the timing checks include a compile.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::net::TcpListener;
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use policy_host_e2e::build::{sign_file, signed_policy, trust_args};
+use policy_host_e2e::build::{sign_file, signed_policy};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{
     assert_contains, assert_shapes, json_calls, resource, run, truncate, Run,
@@ -43,18 +44,19 @@ fn lock_file(fake: &FakeSystemctl) -> PathBuf {
 /// ARGS...` with the fake first on PATH. The compile cache is the fake's own
 /// (so every run compiles, and nothing is written outside the fake).
 fn host_command(fake: &FakeSystemctl, policy: &Path, args: &[&str]) -> Command {
-    let mut cmd = fake.host_command();
-    cmd.arg("run")
-        .arg(policy)
-        .args(trust_args())
-        .arg("--lock-file")
-        .arg(lock_file(fake))
-        .arg("--cache-dir")
-        .arg(fake.root().join("cache"))
-        .arg("--state-dir")
-        .arg(fake.root().join("state"))
-        .args(args);
-    cmd
+    fake.host_run()
+        .policy(policy)
+        .args([OsStr::new("--lock-file"), lock_file(fake).as_os_str()])
+        .args([
+            "--cache-dir".as_ref(),
+            fake.root().join("cache").as_os_str(),
+        ])
+        .args([
+            "--state-dir".as_ref(),
+            fake.root().join("state").as_os_str(),
+        ])
+        .args(args)
+        .command()
 }
 
 fn host(fake: &FakeSystemctl, policy: &Path, args: &[&str]) -> Run {

@@ -14,42 +14,33 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use policy_host_e2e::build::{host_binary, minisign_command};
-use policy_host_e2e::fake_systemctl::temp_dir;
 use policy_host_e2e::outcome::text;
+use policy_host_e2e::scratch::Scratch;
 
 /// The password every encrypted key of these tests has, and a file holding it.
 const PASSWORD: &str = "correct horse battery";
 
 /// A scratch directory with a policy to sign (any bytes: signing and
 /// verifying do not compile it).
-struct Scratch {
-    dir: PathBuf,
+struct Signing {
+    scratch: Scratch,
     policy: PathBuf,
 }
 
-impl Scratch {
+impl Signing {
     fn new(name: &str) -> Self {
-        let dir = temp_dir(name);
-        let policy = dir.join("policy.wasm");
-        fs::write(&policy, b"\0asm\x01\0\0\0 a policy to sign").unwrap();
-        Self { dir, policy }
+        let scratch = Scratch::new(name);
+        let policy = scratch.write("policy.wasm", b"\0asm\x01\0\0\0 a policy to sign");
+        Self { scratch, policy }
     }
 
     fn signature(&self) -> PathBuf {
-        self.dir.join("policy.wasm.minisig")
+        self.scratch.join("policy.wasm.minisig")
     }
 
     /// A file holding `password` on its first line.
     fn password_file(&self, name: &str, password: &str) -> PathBuf {
-        let path = self.dir.join(name);
-        fs::write(&path, format!("{password}\n")).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
+        self.scratch.write(name, format!("{password}\n"))
     }
 }
 
@@ -195,8 +186,8 @@ fn assert_both_verify(minisign: Command, policy: &Path, public: &Path) {
 #[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
 fn host_sign_uses_an_unencrypted_key_from_minisign_w() {
     let minisign = minisign();
-    let s = Scratch::new("interop-minisign-w");
-    let (public, secret) = minisign_keygen(minisign, &s.dir, None);
+    let s = Signing::new("interop-minisign-w");
+    let (public, secret) = minisign_keygen(minisign, s.scratch.path(), None);
     // No password file and no terminal: an unencrypted key needs neither.
     let out = host_sign(&s.policy, &secret, None);
     assert_success(&out, "host sign with a `minisign -G -W` key");
@@ -212,8 +203,8 @@ fn host_sign_uses_an_unencrypted_key_from_minisign_w() {
 #[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
 fn host_sign_uses_a_password_protected_key_from_minisign() {
     let minisign = minisign();
-    let s = Scratch::new("interop-minisign-password");
-    let (public, secret) = minisign_keygen(minisign, &s.dir, Some(PASSWORD));
+    let s = Signing::new("interop-minisign-password");
+    let (public, secret) = minisign_keygen(minisign, s.scratch.path(), Some(PASSWORD));
 
     // Without a password file and without a terminal, it says what to pass.
     let out = host_sign(&s.policy, &secret, None);
@@ -234,8 +225,8 @@ fn host_sign_uses_a_password_protected_key_from_minisign() {
 fn host_sign_uses_a_key_whose_password_minisign_removed() {
     // `minisign -C -W` decrypts a key and, unlike `-G -W`, keeps its checksum.
     let minisign = minisign();
-    let s = Scratch::new("interop-minisign-cw");
-    let (public, secret) = minisign_keygen(minisign, &s.dir, Some(PASSWORD));
+    let s = Signing::new("interop-minisign-cw");
+    let (public, secret) = minisign_keygen(minisign, s.scratch.path(), Some(PASSWORD));
     let mut remove = Command::new("minisign");
     remove.arg("-C").arg("-W").arg("-s").arg(&secret);
     assert_success(&run(remove, &format!("{PASSWORD}\n")), "minisign -C -W");
@@ -250,8 +241,8 @@ fn host_sign_uses_a_key_whose_password_minisign_removed() {
 #[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
 fn minisign_signs_with_an_unencrypted_key_from_host_keygen() {
     let minisign = minisign();
-    let s = Scratch::new("interop-host-unencrypted");
-    let (public, secret) = host_keygen(&s.dir.join("keys"), None);
+    let s = Signing::new("interop-host-unencrypted");
+    let (public, secret) = host_keygen(&s.scratch.path().join("keys"), None);
     // Nothing on standard input: minisign must not ask for a password.
     let out = minisign_sign(minisign, &secret, &s.policy, "");
     assert_success(&out, "minisign -S with a `host keygen --unencrypted` key");
@@ -266,9 +257,9 @@ fn minisign_signs_with_an_unencrypted_key_from_host_keygen() {
 #[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
 fn minisign_signs_with_a_password_protected_key_from_host_keygen() {
     let minisign = minisign();
-    let s = Scratch::new("interop-host-password");
+    let s = Signing::new("interop-host-password");
     let password = s.password_file("password", PASSWORD);
-    let (public, secret) = host_keygen(&s.dir.join("keys"), Some(&password));
+    let (public, secret) = host_keygen(&s.scratch.path().join("keys"), Some(&password));
 
     let out = minisign_sign(minisign, &secret, &s.policy, "not the password\n");
     assert_failure_saying(&out, "minisign -S with a wrong password", "Wrong password");

@@ -31,9 +31,10 @@ use policy_host_e2e::build::{
     host_binary, isolation_args, policy_wasm, signed_policy, test_key, trust_args,
 };
 use policy_host_e2e::executable::write_executable;
-use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
+use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::text;
-use policy_host_e2e::outcome::{assert_contains, json_calls, run, Run};
+use policy_host_e2e::outcome::{assert_contains, json_calls, Run};
+use policy_host_e2e::scratch::Scratch;
 use serde_json::Value;
 
 // ------------------------------------------------------------------ harness
@@ -167,41 +168,27 @@ impl Drop for Attacker {
     }
 }
 
-/// A scratch directory of root's (mode 0755, under the system temp dir),
-/// removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = temp_dir(name);
-        chmod(&dir, 0o755);
-        Self(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
+/// What the attacks of this file need of a scratch directory (root's,
+/// mode 0755): subdirectories of a given mode and a precious file.
+trait AttackScratch {
     /// A subdirectory with `mode`.
+    fn dir(&self, name: &str, mode: u32) -> PathBuf;
+    /// A root-only file (mode 0600) holding [`PRECIOUS`].
+    fn victim(&self) -> PathBuf;
+}
+
+impl AttackScratch for Scratch {
     fn dir(&self, name: &str, mode: u32) -> PathBuf {
-        let dir = self.path(name);
+        let dir = self.join(name);
         fs::create_dir_all(&dir).unwrap();
         chmod(&dir, mode);
         dir
     }
 
-    /// A root-only file (mode 0600) holding [`PRECIOUS`].
     fn victim(&self) -> PathBuf {
-        let victim = self.path("victim");
-        fs::write(&victim, PRECIOUS).unwrap();
+        let victim = self.write("victim", PRECIOUS);
         chmod(&victim, 0o600);
         victim
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
     }
 }
 
@@ -240,30 +227,12 @@ fn web_host() -> FakeSystemctl {
 /// with this test process's isolation settings (lock, cache, ...) except the
 /// flags in `args`, which replace them; the fake first on PATH.
 fn host_run(fake: &FakeSystemctl, policy: &Path, trust: &[OsString], args: &[&OsStr]) -> Run {
-    let mut cmd = fake.host_command();
-    cmd.arg("run").arg(policy).arg("--json");
-    if trust.is_empty() {
-        cmd.args(trust_args());
-    } else {
-        cmd.args(trust);
-    }
-    cmd.args(isolation_except(args)).args(args);
-    run(cmd)
-}
-
-/// [`isolation_args`] without the flags `args` gives.
-fn isolation_except(args: &[&OsStr]) -> Vec<OsString> {
-    let given: Vec<&OsStr> = args
-        .iter()
-        .copied()
-        .filter(|a| a.to_string_lossy().starts_with("--"))
-        .collect();
-    isolation_args()
-        .chunks(2)
-        .filter(|pair| !given.contains(&pair[0].as_os_str()))
-        .flatten()
-        .cloned()
-        .collect()
+    fake.host_run()
+        .policy(policy)
+        .args(["--json"])
+        .args(trust)
+        .args(args)
+        .run()
 }
 
 /// Refused before anything ran: exit 1, `needles` in stderr, no report, no
@@ -335,7 +304,7 @@ fn a_user_cannot_hold_the_lock_in_its_private_directory() {
     let attacker = Attacker::create("a_user_cannot_hold_the_lock");
     let s = Scratch::new("attack-lock-hold");
     // Like /run/policy-host on a machine where no run has happened yet.
-    let dir = s.path("policy-host");
+    let dir = s.join("policy-host");
     let lock = dir.join("lock");
     let fake = web_host();
     let first = host_run(
@@ -621,9 +590,9 @@ fn policy_signed_with(dir: &Path, secret: &Path) -> PathBuf {
 fn trusted_keys_anyone_else_can_change_are_refused() {
     let attacker = Attacker::create("trusted_keys_anyone_else_can_change");
     let s = Scratch::new("attack-keys");
-    let (_, her_secret) = keygen(&s.path("her-key"));
-    let her_public = s.path("her-key/policy-host.pub");
-    chmod(&s.path("her-key"), 0o755);
+    let (_, her_secret) = keygen(&s.join("her-key"));
+    let her_public = s.join("her-key/policy-host.pub");
+    chmod(&s.join("her-key"), 0o755);
     chmod(&her_public, 0o644);
     let evil = policy_signed_with(&s.dir("evil", 0o755), &her_secret);
 

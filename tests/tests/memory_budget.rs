@@ -12,11 +12,10 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::Command;
 
-use policy_host_e2e::build::{run_args, sign_file};
+use policy_host_e2e::build::sign_file;
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
-use policy_host_e2e::outcome::{assert_contains, run, Run};
+use policy_host_e2e::outcome::{assert_contains, Run};
 use serde_json::Value;
 
 /// What the host's peak RSS may exceed the memory limit by. Measured with
@@ -273,18 +272,21 @@ fn host(fake: &FakeSystemctl, policy: &PathBuf, args: &[&str]) -> Measured {
         "{TIME} is missing: install GNU time (apt-get install time)"
     );
     let rss_file = fake.root().join("peak-rss");
-    let mut cmd: Command = fake.command(TIME);
-    cmd.arg("-f")
-        .arg("%M")
-        .arg("-o")
-        .arg(&rss_file)
-        .arg(policy_host_e2e::build::host_binary())
-        .arg("run")
-        .arg(policy)
-        .arg("--json")
-        .args(run_args())
-        .args(args);
-    let run = run(cmd);
+    let run = fake
+        .host_run()
+        .wrapped_in(
+            TIME,
+            [
+                "-f".as_ref(),
+                "%M".as_ref(),
+                "-o".as_ref(),
+                rss_file.as_os_str(),
+            ],
+        )
+        .policy(policy)
+        .args(["--json"])
+        .args(args)
+        .run();
     let text = std::fs::read_to_string(&rss_file).expect("GNU time's output");
     // After "Command exited with non-zero status N", when it did.
     let peak_rss_kib = text

@@ -22,9 +22,7 @@ fn web_host() -> FakeSystemctl {
 }
 
 fn host_run(fake: &FakeSystemctl, args: &[&std::ffi::OsStr]) -> Output {
-    let mut cmd = fake.host_command();
-    cmd.arg("run").args(run_args()).args(args);
-    cmd.output().expect("run host")
+    fake.host_run().args(args).output()
 }
 
 #[track_caller]
@@ -35,6 +33,15 @@ fn assert_code(out: &Output, code: i32) {
         "--- stdout\n{}\n--- stderr\n{}",
         text(&out.stdout),
         text(&out.stderr)
+    );
+}
+
+/// The harness runs the binary cargo built for these tests.
+#[test]
+fn the_harness_runs_the_host_cargo_built_for_these_tests() {
+    assert_eq!(
+        policy_host_e2e::build::host_binary(),
+        std::path::PathBuf::from(env!("CARGO_BIN_EXE_host"))
     );
 }
 

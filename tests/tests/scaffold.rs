@@ -26,30 +26,17 @@ use std::time::Instant;
 use policy_host_e2e::build::{host_binary, target_dir, test_key, trust_args, workspace_root};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::text;
+use policy_host_e2e::scratch::Scratch;
 use serde_json::Value;
 
-/// A fresh directory for one test under `target/e2e-scaffold/`, kept when
-/// the test fails (to inspect it), removed by [`Scratch::done`].
-struct Scratch {
-    dir: PathBuf,
+/// Where this file's scratch directories lie: `target/e2e-scaffold/`.
+fn scratch_root() -> PathBuf {
+    target_dir().join("e2e-scaffold")
 }
 
-impl Scratch {
-    fn root() -> PathBuf {
-        target_dir().join("e2e-scaffold")
-    }
-
-    /// `target/e2e-scaffold/<tag>-<pid>`.
-    fn new(tag: &str) -> Self {
-        let dir = Self::root().join(format!("{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create the scratch directory");
-        Self { dir }
-    }
-
-    fn done(self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
+/// A fresh directory for one test, `target/e2e-scaffold/<tag>-<pid>`.
+fn scratch(tag: &str) -> Scratch {
+    Scratch::under(&scratch_root(), tag)
 }
 
 /// A fresh, empty directory tree outside the repository, under the system
@@ -72,8 +59,8 @@ impl Outside {
         use std::hash::{DefaultHasher, Hash as _, Hasher as _};
         let mut hasher = DefaultHasher::new();
         workspace_root().hash(&mut hasher);
-        fs::create_dir_all(Scratch::root()).expect("create the scratch root");
-        let lock = fs::File::create(Scratch::root().join("outside.lock"))
+        fs::create_dir_all(scratch_root()).expect("create the scratch root");
+        let lock = fs::File::create(scratch_root().join("outside.lock"))
             .expect("create the lock of the outside directory");
         lock.lock().expect("lock the outside directory");
         let dir =
@@ -511,8 +498,8 @@ fn the_binary_check_finds_repository_sources() {
 /// by its canonical path, and vendors nothing.
 #[test]
 fn sdk_path_depends_on_a_checkout_instead() {
-    let scratch = Scratch::new("sdk-path");
-    let dir = scratch.dir.join("dev-policy");
+    let scratch = scratch("sdk-path");
+    let dir = scratch.path().join("dev-policy");
     let sdk = workspace_root().join("host/../guest-sdk");
     let out = new_policy(&dir, &["--sdk-path", sdk.to_str().unwrap()]);
     assert_success("host new-policy --sdk-path", &out);
@@ -535,13 +522,12 @@ fn sdk_path_depends_on_a_checkout_instead() {
         )),
         "{manifest}"
     );
-    scratch.done();
 }
 
 #[test]
 fn refuses_a_non_empty_directory_and_writes_nothing() {
-    let scratch = Scratch::new("non-empty");
-    let dir = scratch.dir.join("existing");
+    let scratch = scratch("non-empty");
+    let dir = scratch.path().join("existing");
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join("notes.txt"), "mine\n").unwrap();
 
@@ -555,14 +541,13 @@ fn refuses_a_non_empty_directory_and_writes_nothing() {
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
     assert_eq!(listing(&dir), ["notes.txt"]);
     assert_eq!(fs::read_to_string(dir.join("notes.txt")).unwrap(), "mine\n");
-    scratch.done();
 }
 
 #[test]
 fn refuses_an_invalid_crate_name_and_writes_nothing() {
-    let scratch = Scratch::new("bad-name");
+    let scratch = scratch("bad-name");
 
-    let from_dir = scratch.dir.join("2fast");
+    let from_dir = scratch.path().join("2fast");
     let out = new_policy(&from_dir, &[]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
@@ -579,7 +564,7 @@ fn refuses_an_invalid_crate_name_and_writes_nothing() {
         ("fn", "`fn` is a Rust keyword"),
         ("", "the name is empty"),
     ] {
-        let dir = scratch.dir.join("named");
+        let dir = scratch.path().join("named");
         let out = new_policy(&dir, &["--name", name]);
         assert_eq!(out.status.code(), Some(1), "{name:?}");
         let stderr = text(&out.stderr);
@@ -595,5 +580,4 @@ fn refuses_an_invalid_crate_name_and_writes_nothing() {
     assert_success("host new-policy --name", &out);
     let manifest = fs::read_to_string(from_dir.join("Cargo.toml")).unwrap();
     assert!(manifest.contains("name = \"fast-policy\""), "{manifest}");
-    scratch.done();
 }

@@ -7,33 +7,28 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use policy_host_e2e::build::{host_binary, isolation_args, policy_wasm};
-use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
+use policy_host_e2e::build::{host_binary, policy_wasm};
+use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::text;
+use policy_host_e2e::scratch::Scratch;
 use serde_json::Value;
 
 /// A scratch directory holding a copy of the example policy.
-struct Scratch {
-    dir: PathBuf,
+struct Signing {
+    scratch: Scratch,
     policy: PathBuf,
 }
 
-impl Scratch {
+impl Signing {
     fn new(name: &str) -> Self {
-        let dir = temp_dir(name);
-        let policy = dir.join("example.wasm");
+        let scratch = Scratch::new(name);
+        let policy = scratch.join("example.wasm");
         fs::copy(policy_wasm("example-policy"), &policy).unwrap();
-        Self { dir, policy }
+        Self { scratch, policy }
     }
 
     fn signature(&self) -> PathBuf {
-        self.dir.join("example.wasm.minisig")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
+        self.scratch.join("example.wasm.minisig")
     }
 }
 
@@ -96,9 +91,11 @@ fn converging_fake() -> FakeSystemctl {
 }
 
 fn host_run(fake: &FakeSystemctl, policy: &Path, args: &[&std::ffi::OsStr]) -> Output {
-    let mut cmd = fake.host_command();
-    cmd.arg("run").arg(policy).args(isolation_args()).args(args);
-    output(cmd)
+    fake.host_run()
+        .policy(policy)
+        .without_test_key()
+        .args(args)
+        .output()
 }
 
 /// A refusal: exit 1, one line on stderr naming `cause`, and no systemctl call.
@@ -135,8 +132,8 @@ fn key_id_of_pub(public: &Path) -> String {
 
 #[test]
 fn policy_signed_by_the_minisign_cli_runs() {
-    let s = Scratch::new("sig-minisign-cli");
-    let (public, secret) = minisign_keygen(&s.dir);
+    let s = Signing::new("sig-minisign-cli");
+    let (public, secret) = minisign_keygen(s.scratch.path());
     let mut sign = minisign();
     sign.arg("-S")
         .arg("-s")
@@ -177,8 +174,8 @@ fn policy_signed_by_the_minisign_cli_runs() {
 
 #[test]
 fn host_signature_verifies_with_the_minisign_cli() {
-    let s = Scratch::new("sig-host-sign");
-    let (public, secret) = host_keygen(&s.dir.join("keys"));
+    let s = Signing::new("sig-host-sign");
+    let (public, secret) = host_keygen(&s.scratch.path().join("keys"));
     host_sign(&s.policy, &secret);
 
     let mut verify = minisign();
@@ -222,8 +219,8 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 #[test]
 fn host_verify_says_valid_with_key_id_and_comment_or_invalid() {
-    let s = Scratch::new("sig-verify");
-    let (public, secret) = host_keygen(&s.dir.join("keys"));
+    let s = Signing::new("sig-verify");
+    let (public, secret) = host_keygen(&s.scratch.path().join("keys"));
     host_sign(&s.policy, &secret);
     let verify = |policy: &Path| {
         let mut cmd = Command::new(host_binary());
@@ -264,9 +261,9 @@ fn flip_one_byte(path: &Path) {
 }
 
 /// A signed policy and its trusted key, for the refusal tests.
-fn signed_scratch(name: &str) -> (Scratch, PathBuf) {
-    let s = Scratch::new(name);
-    let (public, secret) = host_keygen(&s.dir.join("keys"));
+fn signed_scratch(name: &str) -> (Signing, PathBuf) {
+    let s = Signing::new(name);
+    let (public, secret) = host_keygen(&s.scratch.path().join("keys"));
     host_sign(&s.policy, &secret);
     (s, public)
 }
@@ -287,13 +284,13 @@ fn tampered_policy_is_refused() {
 #[test]
 fn signature_by_an_untrusted_key_is_refused_with_its_key_id() {
     let (s, _) = signed_scratch("sig-wrong-key");
-    let (other, _) = host_keygen(&s.dir.join("other"));
+    let (other, _) = host_keygen(&s.scratch.path().join("other"));
     let signer_id = {
         let mut cmd = Command::new(host_binary());
         cmd.arg("verify")
             .arg(&s.policy)
             .arg("--trusted-key")
-            .arg(s.dir.join("keys/policy-host.pub"));
+            .arg(s.scratch.path().join("keys/policy-host.pub"));
         let said = text(&output(cmd).stdout);
         said.lines()
             .find_map(|l| l.strip_prefix("key id: "))
@@ -343,7 +340,7 @@ fn truncated_signature_is_refused_as_malformed() {
 #[test]
 fn garbage_trusted_key_file_is_refused() {
     let (s, _) = signed_scratch("sig-garbage-key");
-    let garbage = s.dir.join("garbage.pub");
+    let garbage = s.scratch.path().join("garbage.pub");
     fs::write(
         &garbage,
         "untrusted comment: not really\nthis is not a key\n",
@@ -361,7 +358,7 @@ fn garbage_trusted_key_file_is_refused() {
 #[test]
 fn no_trusted_keys_configured_is_refused() {
     let (s, _) = signed_scratch("sig-no-keys");
-    let empty = s.dir.join("empty-trust-dir");
+    let empty = s.scratch.path().join("empty-trust-dir");
     fs::create_dir(&empty).unwrap();
     let fake = converging_fake();
     let out = host_run(
@@ -375,7 +372,7 @@ fn no_trusted_keys_configured_is_refused() {
 #[test]
 fn keys_in_the_trusted_keys_directory_are_used() {
     let (s, public) = signed_scratch("sig-key-dir");
-    let dir = s.dir.join("trusted");
+    let dir = s.scratch.path().join("trusted");
     fs::create_dir(&dir).unwrap();
     fs::copy(&public, dir.join("ops.pub")).unwrap();
     let fake = converging_fake();
@@ -394,7 +391,7 @@ fn keys_in_the_trusted_keys_directory_are_used() {
 
 #[test]
 fn allow_unsigned_runs_and_records_the_warning() {
-    let s = Scratch::new("sig-allow-unsigned");
+    let s = Signing::new("sig-allow-unsigned");
     let fake = converging_fake();
     let out = host_run(
         &fake,
@@ -418,10 +415,10 @@ fn allow_unsigned_runs_and_records_the_warning() {
 
 #[test]
 fn encrypted_key_signs_with_its_password_and_refuses_a_wrong_one() {
-    let s = Scratch::new("sig-password");
-    let password = s.dir.join("password");
+    let s = Signing::new("sig-password");
+    let password = s.scratch.path().join("password");
     fs::write(&password, "s3cret phrase\n").unwrap();
-    let keys = s.dir.join("keys");
+    let keys = s.scratch.path().join("keys");
     let mut keygen = Command::new(host_binary());
     keygen
         .args(["keygen", "--out"])
@@ -456,7 +453,7 @@ fn encrypted_key_signs_with_its_password_and_refuses_a_wrong_one() {
         text(&out.stderr)
     );
 
-    let wrong = s.dir.join("wrong");
+    let wrong = s.scratch.path().join("wrong");
     fs::write(&wrong, "not it\n").unwrap();
     let out = sign(Some(&wrong));
     assert_eq!(out.status.code(), Some(1));

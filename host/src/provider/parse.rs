@@ -139,6 +139,24 @@ mod tests {
         );
     }
 
+    /// Only the first line is read: help text (what `systemctl --help`
+    /// prints, exit 0, were `--` ever missing) is no status.
+    #[test]
+    fn only_the_first_line_is_read_and_help_text_is_no_status() {
+        let help = "systemctl [OPTIONS...] COMMAND ...\n\nQuery or send control commands to the system manager.";
+        let err = parse_is_active(&out(help, "", 0)).unwrap_err();
+        let ProviderError::CommandFailed(message) = err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            message.starts_with(
+                "invalid systemctl is-active output \"systemctl [OPTIONS...] COMMAND ...\""
+            ),
+            "{message}"
+        );
+        assert_eq!(parse_is_active(&out("active\nanything\n", "", 0)), Ok(true));
+    }
+
     #[test]
     fn is_active_with_no_output_and_an_error_reports_stderr() {
         let err = parse_is_active(&out(
