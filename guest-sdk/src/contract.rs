@@ -11,6 +11,8 @@
 //! stands between the apply logic and the host.
 
 #[doc(hidden)]
+// The generated lowering of `run-options` takes one argument per field.
+#[allow(clippy::too_many_arguments)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
@@ -24,5 +26,5 @@ pub mod bindings {
 
 pub use bindings::policy_host::policy::types::{
     Action, Ensure, Event, FinalState, Operation, ProviderError, Report, RequestedState,
-    RunOptions, ServiceStatus,
+    RunOptions, ServiceStatus, Subscription, Watched,
 };

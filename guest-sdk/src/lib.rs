@@ -59,8 +59,9 @@ pub mod wasm;
 
 use std::fmt::Display;
 
-pub use apply::{apply, RunOptions};
+pub use apply::{apply, RunOptions, Watched};
 pub use context::Context;
+pub use contract::Subscription;
 pub use manifest::{parse_manifest, ManifestError};
 pub use name::{NameError, ServiceName};
 pub use policy::Policy;
@@ -90,6 +91,34 @@ where
     }
 }
 
+/// What each service of the policy `policy_fn` builds from `settings`
+/// subscribes to, with no provider call: the exported `subscriptions`,
+/// which the host asks before `run` to watch `file#` and `package#`
+/// references. Services without subscriptions are left out. An error (the
+/// policy function's, or an invalid declaration's) is what `run` would
+/// report.
+pub fn subscriptions<F, E>(
+    policy_fn: F,
+    settings: Option<&str>,
+) -> Result<Vec<Subscription>, String>
+where
+    F: FnOnce(&Context<'_>) -> Result<Policy, E>,
+    E: Display,
+{
+    let context = Context::new(settings, false);
+    let policy = policy_fn(&context).map_err(|e| format!("policy: {e}"))?;
+    Ok(policy
+        .validate()
+        .map_err(|errors| errors.join("; "))?
+        .iter()
+        .filter(|service| !service.subscribe.is_empty())
+        .map(|service| Subscription {
+            resource: service.resource_ref().to_string(),
+            references: service.subscribe.iter().map(ToString::to_string).collect(),
+        })
+        .collect())
+}
+
 /// Everything a policy crate usually needs.
 pub mod prelude {
     pub use crate::sim::{SimulatedSystem, UnitState};
@@ -114,6 +143,11 @@ macro_rules! export_policy {
                 fn run(options: $crate::RunOptions) -> $crate::Report {
                     $crate::wasm::run_exported($policy_fn, options)
                 }
+                fn subscriptions(
+                    settings: Option<String>,
+                ) -> Result<Vec<$crate::Subscription>, String> {
+                    $crate::subscriptions($policy_fn, settings.as_deref())
+                }
             }
             $crate::contract::bindings::__export_policy_world!(ExportedPolicy with_types_in $crate::contract::bindings);
         };
@@ -121,6 +155,7 @@ macro_rules! export_policy {
         const _: () = {
             fn _signature_check(context: &$crate::Context<'_>) -> $crate::Report {
                 let _ = context;
+                let _ = $crate::subscriptions($policy_fn, None);
                 let mut system = $crate::sim::SimulatedSystem::new();
                 $crate::run($policy_fn, &mut system, &$crate::RunOptions::default())
             }

@@ -35,7 +35,7 @@ pub enum Command {
     /// Sign a policy: writes POLICY.wasm.minisig beside it.
     Sign(SignArgs),
     /// Show units as the host reads them (is-active and is-enabled words), over D-Bus or systemctl.
-    Status(StatusArgs),
+    Status(Box<StatusArgs>),
     /// Push a signed policy or settings document to an OCI registry, with its signature.
     Push(PushArgs),
     /// Check a policy's signature against trusted keys (exit 0 valid, 1 invalid).

@@ -88,6 +88,23 @@ pub struct ResourceEvent {
     #[serde(rename = "final")]
     pub final_state: Option<Final>,
     pub source: Source,
+    /// The `file#` and `package#` references the service subscribes to, and
+    /// what the host found of each before the run (recorded, unchanged,
+    /// changed, unreadable).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub watched: Vec<crate::watch::survey::Watched>,
+    /// The watched references whose change triggered the service's restart
+    /// (or, when it was stopped, its start), and how each changed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub triggered_by: Vec<Trigger>,
+}
+
+/// A watched reference that triggered a service, and how it changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Trigger {
+    pub reference: String,
+    /// As an operator reads it: `changed`, `appeared`, `version 1.0 -> 2.0`.
+    pub change: String,
 }
 
 /// What the host takes from one run of a guest.
@@ -313,6 +330,8 @@ fn reconcile(
             requested: None,
             final_state: host.last_state.get(&name).copied().map(Final::from),
             source: Source::Host,
+            watched: Vec::new(),
+            triggered_by: Vec::new(),
         });
     }
     events
@@ -391,6 +410,8 @@ impl ResourceEvent {
                 enabled: f.enabled,
             }),
             source: Source::Policy,
+            watched: Vec::new(),
+            triggered_by: Vec::new(),
         })
     }
 

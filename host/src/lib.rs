@@ -26,3 +26,4 @@ pub mod settings;
 pub mod signature;
 pub mod text;
 pub mod versions;
+pub mod watch;

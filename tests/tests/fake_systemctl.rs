@@ -397,7 +397,9 @@ fn host_rejects_hostile_names_from_a_guest_that_bypasses_the_sdk() {
 
 #[test]
 fn raw_calls_fixture_reaches_systemctl_with_a_valid_name() {
-    // The control for the test above: the fixture's calls do arrive.
+    // The control for the test above: the fixture's calls do arrive. And
+    // only those of `run`: the start, stop and status it tries while it
+    // declares its subscriptions reach nothing.
     let fake = FakeSystemctl::new();
     fake.unit("web", "inactive", "disabled");
     let file = settings(&fake, "names.txt", "web\n");

@@ -86,7 +86,7 @@ impl Spec {
     }
 }
 
-/// The types of `wit/policy.wit` a policy's `run` uses. Every named type in
+/// The types of `wit/policy.wit` a policy's `run` and `subscriptions` use. Every named type in
 /// an exported function's signature must itself be exported, hence the
 /// `export`s; the host checks the types by structure.
 const TYPES: &str = r#"
@@ -107,10 +107,15 @@ const TYPES: &str = r#"
   (export $event "event" (type $event'))
   (type $report' (record (field "events" (list $event)) (field "errors" (list string))))
   (export $report "report" (type $report'))
+  (type $watched' (record
+    (field "resource" string) (field "changed" (list string)) (field "errors" (list string))))
+  (export $watched "watched" (type $watched'))
   (type $options' (record
-    (field "noop" bool) (field "refreshed" (list string))
+    (field "noop" bool) (field "refreshed" (list string)) (field "watched" (list $watched))
     (field "settings" (option string))))
   (export $options "run-options" (type $options'))
+  (type $subscription' (record (field "resource" string) (field "references" (list string))))
+  (export $subscription "subscription" (type $subscription'))
 "#;
 
 /// Grows memory `m` by `step` pages (trapping if `memory.grow` fails) and
@@ -213,7 +218,12 @@ fn component_text(spec: &Spec) -> String {
     (func (export "realloc") (param i32 i32 i32 i32) (result i32)
       (if (local.get 3) (then unreachable))
       (i32.const 0))
-    (func (export "run") (param i32 i32 i32 i32 i32 i32) (result i32)
+    ;; No subscriptions: `ok` of an empty list, 12 zero bytes at address 0
+    ;; (of a first page, when memory 0 starts with none).
+    (func (export "subscriptions") (param i32 i32 i32) (result i32)
+      (if (i32.eqz (memory.size $m0)) (then (drop (memory.grow $m0 (i32.const 1)))))
+      (i32.const 0))
+    (func (export "run") (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
       (local $k i32) (local $old i32) (local $at i32) (local $end i32)
 {code}
       ;; The empty report: two empty lists, 16 zero bytes at address 0.
@@ -223,6 +233,10 @@ fn component_text(spec: &Spec) -> String {
 {extra}
   (func (export "run") (param "options" $options) (result $report)
     (canon lift (core func $policy "run") (memory (core memory $policy "memory"))
+      (realloc (core func $policy "realloc"))))
+  (func (export "subscriptions") (param "settings" (option string))
+    (result (result (list $subscription) (error string)))
+    (canon lift (core func $policy "subscriptions") (memory (core memory $policy "memory"))
       (realloc (core func $policy "realloc"))))
 )"#
     )

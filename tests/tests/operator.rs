@@ -329,7 +329,7 @@ fn inspect_shows_size_digest_world_imports_exports_and_signer() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(
-        imports.contains(&"policy-host:policy/service-provider@0.2.0"),
+        imports.contains(&"policy-host:policy/service-provider@0.3.0"),
         "{imports:?}"
     );
     assert!(
@@ -338,7 +338,7 @@ fn inspect_shows_size_digest_world_imports_exports_and_signer() {
             .all(|i| i.starts_with("wasi:") || i.starts_with("policy-host:policy/")),
         "{imports:?}"
     );
-    assert_eq!(info["exports"], serde_json::json!(["run"]));
+    assert_eq!(info["exports"], serde_json::json!(["run", "subscriptions"]));
     assert_eq!(info["signature"]["status"], "valid");
     let key_line = fs::read_to_string(test_key().public_key).unwrap();
     let key_id = key_line

@@ -890,3 +890,161 @@ fn runtime_enablement_is_removed_by_enable_false() {
     }
     m.run_expecting(manifest, 0, &["status kind-runtime", "status kind-both"]);
 }
+
+// ------------------------------------------------- subscriptions that fire
+//
+// Issue 23: `file#` and `package#` subscriptions restart their subscribers on
+// a plain run, on a real systemd, with a real package built by dpkg-deb and
+// installed, upgraded and removed by dpkg inside the sandbox.
+
+impl Machine {
+    /// Builds package `name` at `version` (an empty package, as dpkg-deb
+    /// makes it) and installs it with dpkg, inside the sandbox.
+    fn install_package(&self, name: &str, version: &str) {
+        let script = format!(
+            "set -e; d=/var/tmp/{name}-{version}; rm -rf $d; mkdir -p $d/DEBIAN; \
+             printf 'Package: {name}\\nVersion: {version}\\nArchitecture: all\\nMaintainer: Test <test@example.com>\\nDescription: a watched package\\n' > $d/DEBIAN/control; \
+             dpkg-deb --build $d $d.deb >/dev/null; dpkg -i $d.deb >/dev/null"
+        );
+        let out = self.sandbox.exec(&["sh", "-c", &script]);
+        assert!(
+            out.status.success(),
+            "installing {name} {version}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A `sleep infinity` service whose start fails while /etc/demo/fail exists.
+    fn service_that_can_fail(&self, name: &str) {
+        self.sandbox.install_unit(
+            name,
+            &format!(
+                "[Unit]\nDescription={name}\n\n[Service]\nExecStartPre=/bin/sh -c 'test ! -e /etc/demo/fail'\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n"
+            ),
+        );
+        self.sandbox.systemctl_ok(&["enable", "--now", "--", name]);
+    }
+}
+
+fn watched_states(event: &Value) -> Vec<String> {
+    event["watched"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|w| w["state"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+fn an_edited_configuration_restarts_its_subscriber_on_a_plain_run() {
+    let m = machine();
+    m.service("demo-app", true, true);
+    m.service("demo-other", true, true);
+    m.sandbox.write_file("/etc/demo/app.conf", "workers = 2\n");
+    let manifest = "
+- service:
+    - demo-app:
+        ensure: running
+        subscribe: [file#/etc/demo/app.conf]
+    - demo-other:
+        ensure: running
+";
+    let args = ["--json", "--detailed-exitcodes"];
+    let run = m.run(manifest, &args);
+    assert_eq!(run.code, 0, "first sight only records: {run:?}");
+    assert_eq!(
+        watched_states(resource(&run.report(), "service#demo-app")),
+        ["recorded"]
+    );
+    let app = m.sandbox.main_pid("demo-app");
+    let other = m.sandbox.main_pid("demo-other");
+
+    m.sandbox.write_file("/etc/demo/app.conf", "workers = 4\n");
+    let run = m.run(manifest, &args);
+    assert_eq!(run.code, 2, "{run:?}");
+    let report = run.report();
+    let event = resource(&report, "service#demo-app");
+    assert_eq!(
+        event["actions"],
+        serde_json::json!(["restarted"]),
+        "{report:#}"
+    );
+    assert_eq!(
+        event["triggered_by"][0]["reference"],
+        "file#/etc/demo/app.conf"
+    );
+    let restarted = m.sandbox.main_pid("demo-app");
+    assert!(
+        restarted != 0 && restarted != app,
+        "MainPID {app} -> {restarted}"
+    );
+    assert_eq!(
+        m.sandbox.main_pid("demo-other"),
+        other,
+        "demo-other untouched"
+    );
+
+    let run = m.run(manifest, &args);
+    assert_eq!(run.code, 0, "a second run restarts nothing: {run:?}");
+    assert_eq!(m.sandbox.main_pid("demo-app"), restarted);
+}
+
+#[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+fn a_package_upgrade_and_removal_restart_the_subscriber_and_a_failed_restart_is_retried() {
+    let m = machine();
+    m.service_that_can_fail("demo-pkgd");
+    m.install_package("demo-watched", "1.0");
+    let manifest = "
+- service:
+    - demo-pkgd:
+        ensure: running
+        subscribe: [package#demo-watched]
+";
+    let args = ["--json", "--detailed-exitcodes"];
+    let run = m.run(manifest, &args);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        watched_states(resource(&run.report(), "service#demo-pkgd")),
+        ["recorded"]
+    );
+
+    // Upgraded: one restart, saying from which version to which.
+    let before = m.sandbox.main_pid("demo-pkgd");
+    m.install_package("demo-watched", "2.0");
+    let run = m.run(manifest, &args);
+    assert_eq!(run.code, 2, "{run:?}");
+    let report = run.report();
+    assert_eq!(
+        resource(&report, "service#demo-pkgd")["triggered_by"],
+        serde_json::json!([{"reference": "package#demo-watched", "change": "version 1.0 -> 2.0"}]),
+        "{report:#}"
+    );
+    let upgraded = m.sandbox.main_pid("demo-pkgd");
+    assert!(upgraded != 0 && upgraded != before);
+    assert_eq!(m.run(manifest, &args).code, 0, "nothing changed since");
+
+    // Removed, while the service cannot start: the restart fails...
+    m.sandbox.write_file("/etc/demo/fail", "");
+    let out = m.sandbox.exec(&["dpkg", "-r", "demo-watched"]);
+    assert!(out.status.success());
+    let run = m.run(manifest, &args);
+    assert_eq!(run.code & 4, 4, "a failure: {run:?}");
+    assert_eq!(resource(&run.report(), "service#demo-pkgd")["failed"], true);
+
+    // ... and the next run retries it with no new change.
+    m.sandbox.exec(&["rm", "-f", "/etc/demo/fail"]);
+    let run = m.run(manifest, &args);
+    assert_eq!(run.code, 2, "{run:?}");
+    let report = run.report();
+    assert_eq!(
+        resource(&report, "service#demo-pkgd")["triggered_by"][0]["change"],
+        "removed 2.0",
+        "{report:#}"
+    );
+    assert_eq!(m.state("demo-pkgd").0, "active");
+    assert_eq!(m.run(manifest, &args).code, 0);
+}

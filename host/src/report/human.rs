@@ -265,12 +265,39 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
         let errors: Vec<String> = r.errors.iter().map(Untrusted::to_string).collect();
         return style.red(&format!("FAILED{done}: {}", errors.join("; ")));
     }
+    // Why it restarted (`file#/etc/app.conf changed`), or why a watched
+    // reference did nothing yet (first seen: recorded).
+    let because = if r.triggered_by.is_empty() {
+        String::new()
+    } else {
+        let causes: Vec<String> = r
+            .triggered_by
+            .iter()
+            .map(|t| one_line(&format!("{} {}", t.reference, t.change)).into_owned())
+            .collect();
+        format!(" ({})", causes.join(", "))
+    };
+    let recorded: Vec<String> = r
+        .watched
+        .iter()
+        .filter(|w| w.seen == crate::watch::survey::Seen::Recorded)
+        .map(|w| one_line(&w.reference).into_owned())
+        .collect();
+    let recorded = if recorded.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({} first seen: recorded, nothing to restart)",
+            recorded.join(", ")
+        )
+    };
+    // Said only where nothing happened: that is when an operator asks why.
     if let Some(message) = &r.noop_message {
-        return style.yellow(&message.to_string());
+        return style.yellow(&format!("{message}{because}"));
     }
     if r.actions.is_empty() {
-        style.dim("unchanged")
+        style.dim(&format!("unchanged{recorded}"))
     } else {
-        style.green(&r.actions.join(", "))
+        style.green(&format!("{}{because}", r.actions.join(", ")))
     }
 }

@@ -82,6 +82,36 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         "Where each policy and settings source of the last run came from and the digest that ran; always 1, one series per policy and kind, replaced by the next run's.",
         &borrowed(&info),
     );
+    // Restarts by what caused them, a bounded label: `file` and `package`
+    // (a watched reference changed), `service` (a service changed earlier in
+    // the run, or --refresh named one). Every cause is always present.
+    let mut restarts = [("file", 0usize), ("package", 0), ("service", 0)];
+    for event in report
+        .map(Report::runs)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|r| &r.resources)
+        .filter(|e| e.actions.contains(&"restarted"))
+    {
+        let causes: Vec<&str> = event
+            .triggered_by
+            .iter()
+            .filter_map(|t| t.reference.split_once('#').map(|(kind, _)| kind))
+            .collect();
+        for (cause, count) in &mut restarts {
+            let by_it = causes.contains(cause) || (*cause == "service" && causes.is_empty());
+            *count += usize::from(by_it);
+        }
+    }
+    let restarts: Vec<(String, f64)> = restarts
+        .iter()
+        .map(|(cause, count)| (format!("{{cause=\"{cause}\"}}"), *count as f64))
+        .collect();
+    gauge(
+        "policy_host_restarts",
+        "Services restarted by the last run, by cause: a watched file or package that changed, or a service changed earlier in the run (or named by --refresh).",
+        &borrowed(&restarts),
+    );
     gauge(
         "policy_host_run_interrupted",
         "1 if the last run was cut short by a signal (SIGTERM, SIGINT, SIGHUP), else 0.",
@@ -234,5 +264,54 @@ mod tests {
         let text = render_metrics(Some(&report), 1.0, SystemTime::UNIX_EPOCH);
         assert!(text.contains("policy=\"we\\\"b\\n.wasm\""), "{text}");
         assert!(text.contains("source=\"C:\\\\x\""), "{text}");
+    }
+
+    #[test]
+    fn restarts_are_counted_by_what_triggered_them() {
+        use crate::guest::{ResourceEvent, Source, Trigger};
+        let event = |name: &str, actions: Vec<&'static str>, triggers: &[&str]| ResourceEvent {
+            resource: format!("service#{name}"),
+            changed: !actions.is_empty(),
+            refreshed: actions.contains(&"restarted"),
+            noop: false,
+            noop_message: None,
+            actions,
+            failed: false,
+            errors: Vec::new(),
+            requested: None,
+            final_state: None,
+            source: Source::Host,
+            watched: Vec::new(),
+            triggered_by: triggers
+                .iter()
+                .map(|r| Trigger {
+                    reference: r.to_string(),
+                    change: "changed".into(),
+                })
+                .collect(),
+        };
+        let mut report = run("web.wasm", source("/p.wasm", "sha256:aa", false), None);
+        report.resources = vec![
+            event("web", vec!["restarted"], &["file#/etc/web.conf"]),
+            event(
+                "proxy",
+                vec!["restarted"],
+                &["file#/etc/web.conf", "package#nginx"],
+            ),
+            event("app", vec!["restarted"], &[]),
+            event("db", vec!["started"], &["package#postgresql"]),
+        ];
+        let text = render_metrics(
+            Some(&Report::new(vec![report])),
+            1.0,
+            SystemTime::UNIX_EPOCH,
+        );
+        for line in [
+            "policy_host_restarts{cause=\"file\"} 2",
+            "policy_host_restarts{cause=\"package\"} 1",
+            "policy_host_restarts{cause=\"service\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
     }
 }

@@ -11,7 +11,7 @@ use wasmtime::Engine;
 /// The version of `wit/policy.wit` this host speaks (a test checks the two
 /// agree). A policy built against another version is refused by name at
 /// load, instead of failing to link with wasmtime's type error.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
 /// Our own package's interfaces, without their version.
 const OWN_PACKAGE: &str = "policy-host:policy/";
@@ -34,7 +34,7 @@ pub enum LoadError {
     Compile(Untrusted),
     #[error("the policy imports `{0}`, which the host does not provide (a policy may import only policy-host:policy/service-provider and WASI)")]
     ForbiddenImport(Untrusted),
-    #[error("not a policy component: it does not export `run` from world policy-host:policy/policy (its exports: {0})")]
+    #[error("not a policy component: it does not export `run` and `subscriptions` from world policy-host:policy/policy (its exports: {0})")]
     NotAPolicy(Untrusted),
     #[error("the policy was built against contract policy-host:policy@{found}, and this host speaks @{CONTRACT_VERSION}: rebuild it with the guest-sdk this host ships (`host new-policy` vendors it)")]
     ContractVersion { found: Untrusted },
@@ -122,14 +122,21 @@ fn check_imports(engine: &Engine, component: &Component) -> Result<(), LoadError
     Ok(())
 }
 
+/// The functions world policy-host:policy/policy exports.
+const WORLD_EXPORTS: [&str; 2] = ["run", "subscriptions"];
+
 fn check_exports(engine: &Engine, component: &Component) -> Result<(), LoadError> {
     let ty = component.component_type();
     let mut names = Vec::new();
+    let mut found = 0;
     for (name, item) in ty.exports(engine) {
-        if name == "run" && matches!(item.ty, ComponentItem::ComponentFunc(_)) {
-            return Ok(());
+        if WORLD_EXPORTS.contains(&name) && matches!(item.ty, ComponentItem::ComponentFunc(_)) {
+            found += 1;
         }
         names.push(format!("`{name}`"));
+    }
+    if found == WORLD_EXPORTS.len() {
+        return Ok(());
     }
     Err(LoadError::NotAPolicy(Untrusted::new(if names.is_empty() {
         "none".to_owned()

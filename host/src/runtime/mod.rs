@@ -30,6 +30,8 @@ pub struct HostState {
     meter: Meter,
     provider: Box<dyn Provider>,
     clock: RunClock,
+    /// The guest is declaring its subscriptions: no provider call is made.
+    declaring: bool,
 }
 
 impl WasiView for HostState {
@@ -61,6 +63,11 @@ impl HostState {
                 "not run: the run was interrupted by {}",
                 crate::interrupt::name(signal)
             ))));
+        }
+        if self.declaring {
+            return Ok(Err(ProviderError::Denied(
+                "no provider call is made while a policy declares its subscriptions".to_owned(),
+            )));
         }
         self.meter.admit_call()?;
         let started = Instant::now();
@@ -216,12 +223,19 @@ impl PolicyRuntime {
         })
     }
 
-    /// Runs `component` once, in a fresh store, against `provider`.
+    /// Runs `component` once, in a fresh store, against `provider`: it
+    /// declares its subscriptions (no provider call answers then), `watch`
+    /// looks at them (before the run's deadline, which it is given) and says
+    /// what changed, and the policy runs with that.
     pub fn run(
         &self,
         policy: &LoadedPolicy,
-        options: contract::RunOptions,
+        mut options: contract::RunOptions,
         provider: Box<dyn Provider>,
+        watch: impl FnOnce(
+            Result<Vec<contract::Subscription>, String>,
+            Instant,
+        ) -> Vec<contract::Watched>,
     ) -> anyhow::Result<GuestRun> {
         let log = GuestLog::new(self.limits.log_bytes);
         let clock = RunClock(Instant::now());
@@ -233,6 +247,7 @@ impl PolicyRuntime {
             meter: Meter::new(self.limits),
             provider,
             clock,
+            declaring: false,
         };
         let mut store = Store::new(&self.engine, state);
         // No systemctl command may outlive the run's wall-clock limit.
@@ -262,6 +277,12 @@ impl PolicyRuntime {
                 .pre
                 .instantiate(&mut store)
                 .map_err(|e| RunFailure::classify(&e, "instantiation"))?;
+            store.data_mut().declaring = true;
+            let declared = policy
+                .call_subscriptions(&mut store, options.settings.as_deref())
+                .map_err(|e| RunFailure::classify(&e, "trap"))?;
+            store.data_mut().declaring = false;
+            options.watched = watch(declared, deadline);
             policy
                 .call_run(&mut store, &options)
                 .map_err(|e| RunFailure::classify(&e, "trap"))
@@ -437,8 +458,28 @@ mod tests {
                 calls: calls.clone(),
             }),
             clock,
+            declaring: false,
         };
         (state, calls)
+    }
+
+    #[test]
+    fn no_provider_call_is_made_while_a_policy_declares_its_subscriptions() {
+        use service_provider::Host as _;
+        let (mut state, calls) = state(Limits::generous(), Duration::ZERO);
+        state.declaring = true;
+        let answer = state.start("web".into()).unwrap();
+        assert!(
+            matches!(answer, Err(ProviderError::Denied(m)) if m.contains("declares its subscriptions"))
+        );
+        assert_eq!(*calls.lock().unwrap(), 0, "the provider was never asked");
+        state.declaring = false;
+        let answer = state.start("web".into()).unwrap();
+        assert!(
+            !matches!(answer, Err(ProviderError::Denied(_))),
+            "{answer:?}"
+        );
+        assert_eq!(*calls.lock().unwrap(), 1, "the provider was asked");
     }
 
     #[test]

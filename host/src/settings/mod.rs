@@ -109,7 +109,7 @@ mod tests {
                 assert_ne!(a.flag, b.flag);
                 assert_ne!(a.key, b.key);
             }
-            let optional = a.kind.is_list() || a.kind == Kind::OptionalPath;
+            let optional = matches!(a.kind, Kind::Patterns | Kind::Hosts | Kind::OptionalPath);
             assert_eq!(a.default.is_none(), optional, "{}", a.flag);
         }
     }

@@ -11,7 +11,8 @@
 
 use super::declare::{settings, Setting};
 use super::value::{
-    AnyPath, Bytes, Choice, Count, Hosts, Mebibytes, OptionalPath, Patterns, Seconds, Words,
+    AnyPath, Bytes, Choice, Count, Hosts, Mebibytes, OptionalPath, Patterns, Prefixes, Seconds,
+    Words,
 };
 use crate::provider::StatusVia;
 
@@ -116,6 +117,15 @@ settings! {
             value_name: "DIR",
             default: Some("/var/cache/policy-host"),
             help: "Where compiled policies are cached (root-only; unsafe entries are ignored and rebuilt)",
+        }
+        watch_paths: Prefixes {
+            flag: "watch-path",
+            key: "watch_paths",
+            value_name: "DIR",
+            default: Some("/etc,/opt,/srv,/usr"),
+            help: "A directory below which file# subscriptions are read (never /proc, /sys, /dev \
+                   or /run); repeatable, adds to the configuration file's; without any, /etc, \
+                   /opt, /srv and /usr",
         }
         provider: Choice<StatusVia> {
             flag: "provider",

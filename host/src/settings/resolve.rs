@@ -9,6 +9,7 @@ use super::options::{RegistryFlags, RunFlags, TrustFlags};
 use crate::limits::Limits;
 use crate::provider::{StatusVia, UnitAllowlist};
 use crate::signature::Trust;
+use crate::watch::WatchPaths;
 
 /// Whom to trust, as `run`, `verify` and `inspect` all resolve it: the keys
 /// given one by one, else the trusted-keys directory (flag, file, default).
@@ -35,6 +36,8 @@ pub struct RunSettings {
     pub lock_timeout: Duration,
     pub cache_dir: PathBuf,
     pub state_dir: PathBuf,
+    /// Where `file#` subscriptions may be read.
+    pub watch_paths: WatchPaths,
 }
 
 impl RunSettings {
@@ -61,6 +64,7 @@ impl RunSettings {
             lock_timeout: values.lock_timeout,
             cache_dir: values.cache_dir,
             state_dir: values.state_dir,
+            watch_paths: values.watch_paths,
         })
     }
 

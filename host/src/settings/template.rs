@@ -25,6 +25,14 @@ pub fn host_toml_template() -> String {
             (Kind::Path | Kind::Choice(_), Some(default)) => format!("{default:?}"),
             (Kind::Patterns, _) => "[\"web-*\", \"nginx.service\"]".to_owned(),
             (Kind::Hosts, _) => "[\"registry.internal:5000\"]".to_owned(),
+            (Kind::Prefixes, Some(default)) => format!(
+                "[{}]",
+                default
+                    .split(',')
+                    .map(|d| format!("{d:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             (Kind::OptionalPath, _) => "\"/etc/policy-host/registry-ca.pem\"".to_owned(),
             (_, Some(default)) => default.to_owned(),
             (_, None) => "\"\"".to_owned(),
@@ -45,6 +53,7 @@ pub fn host_toml_template() -> String {
         let _ = writeln!(out, "{line}");
         let default = match (s.kind, s.default) {
             (Kind::Patterns | Kind::Hosts, _) => "none".to_owned(),
+            (Kind::Prefixes, Some(default)) => default.replace(',', ", "),
             (Kind::OptionalPath, _) => "none".to_owned(),
             (_, Some(default)) => default.to_owned(),
             (_, None) => "none".to_owned(),

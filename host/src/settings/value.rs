@@ -41,6 +41,9 @@ pub enum Kind {
     OptionalPath,
     /// Registry hosts (`host[:port]`); the command line's add to the file's.
     Hosts,
+    /// Directories (absolute paths); the command line's add to the file's,
+    /// and the default applies when neither gives any.
+    Prefixes,
     /// One of a few words.
     Choice(&'static [&'static str]),
 }
@@ -48,7 +51,7 @@ pub enum Kind {
 impl Kind {
     /// Whether the setting is a list that is empty unless given.
     pub fn is_list(self) -> bool {
-        matches!(self, Kind::Patterns | Kind::Hosts)
+        matches!(self, Kind::Patterns | Kind::Hosts | Kind::Prefixes)
     }
 }
 
@@ -349,6 +352,45 @@ impl Value for Hosts {
             }
         }
         Ok(hosts)
+    }
+}
+
+/// Directories below which `file#` subscriptions are read: the file's and
+/// the command line's, each an absolute path without `..`; the default
+/// (comma-separated) when neither gives any.
+pub struct Prefixes;
+
+impl Value for Prefixes {
+    type Out = crate::watch::WatchPaths;
+    const KIND: Kind = Kind::Prefixes;
+    const ACTION: ArgAction = ArgAction::Append;
+    const HINT: ValueHint = ValueHint::DirPath;
+    fn resolve(
+        setting: &Setting,
+        given: &[String],
+        file: &ConfigFile,
+    ) -> anyhow::Result<crate::watch::WatchPaths> {
+        let mut all = file_list(setting, file, "directories")?;
+        all.extend(
+            given
+                .iter()
+                .map(|text| (text.clone(), Source::Flag(setting.flag))),
+        );
+        if all.is_empty() {
+            let default = setting
+                .default
+                .unwrap_or_else(|| panic!("--{} has no default", setting.flag));
+            all = default
+                .split(',')
+                .map(|d| (d.to_owned(), Source::Default))
+                .collect();
+        }
+        for (text, source) in &all {
+            crate::watch::WatchPaths::new(std::slice::from_ref(text))
+                .map_err(|why| anyhow::anyhow!("{source}: {why}"))?;
+        }
+        let dirs: Vec<String> = all.into_iter().map(|(text, _)| text).collect();
+        crate::watch::WatchPaths::new(&dirs).map_err(|why| anyhow::anyhow!(why))
     }
 }
 

@@ -6,8 +6,9 @@
 //! The policy is signed with a freshly generated key and only that key is
 //! trusted, so the demo goes through the real trust path; a tampered copy is
 //! shown being refused. It then shows a `--noop` run, a real run, a second run that has nothing to do,
-//! and a `--refresh` run that restarts `httpd`, checking systemd's real state
-//! after each; it exits non-zero if anything is not as expected.
+//! and, after `httpd`'s configuration is edited, a plain run that restarts
+//! `httpd` by itself (it subscribes to the file), checking systemd's real
+//! state after each; it exits non-zero if anything is not as expected.
 //!
 //! Every step starts with a `===` heading and ends with a line giving its
 //! elapsed time; the builds show cargo's own progress (the first build of the
@@ -22,7 +23,7 @@ use policy_host_e2e::build;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 
 /// The file `httpd` is subscribed to in the example policy.
-const HTTPD_CONFIG: &str = "file#/etc/httpd/conf/httpd.conf";
+const HTTPD_CONFIG: &str = "/etc/httpd/conf/httpd.conf";
 
 fn main() -> ExitCode {
     let started = Instant::now();
@@ -161,6 +162,7 @@ impl Demo {
         }
         self.sandbox
             .systemctl_ok(&["enable", "--now", "legacy-ftpd"]);
+        self.sandbox.write_file(HTTPD_CONFIG, "ServerName demo\n");
         self.show_units();
         step.done();
 
@@ -183,10 +185,12 @@ impl Demo {
         step.done();
 
         let step = Step::start(format!(
-            "4. host run --refresh {HTTPD_CONFIG}: httpd restarts"
+            "4. {HTTPD_CONFIG} edited, then a plain host run: httpd restarts by itself"
         ));
+        self.sandbox
+            .write_file(HTTPD_CONFIG, "ServerName demo\nKeepAlive On\n");
         let before = self.sandbox.main_pid("httpd");
-        self.host(&["--detailed-exitcodes", "--refresh", HTTPD_CONFIG], 2)?;
+        self.host(&["--detailed-exitcodes"], 2)?;
         let after = self.sandbox.main_pid("httpd");
         println!("httpd MainPID: {before} -> {after}");
         ensure!(after != 0 && after != before, "httpd was not restarted");

@@ -1,6 +1,8 @@
 //! The third phase of a run: under the machine's run lock, each admitted
 //! policy is run against the one provider, and the run's report is built.
 
+use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::bail;
@@ -14,7 +16,10 @@ use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{Provider, SystemdConfig, SystemdProvider};
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
 use crate::runtime::PolicyRuntime;
-use crate::text::millis;
+use crate::text::{millis, Untrusted};
+use crate::watch::record::{self, Records};
+use crate::watch::survey::{Sources, Survey};
+use crate::watch::{dpkg, Budget, Caps};
 
 use super::admit::{AdmittedRun, ReadyPolicy};
 use super::plan::Plan;
@@ -26,6 +31,8 @@ pub(super) struct Session<'a> {
     run: AdmittedRun,
     lock: RunLock,
     provider: Box<dyn Provider>,
+    /// The fingerprints of the subscriptions' files and packages.
+    records: Records,
 }
 
 impl<'a> Session<'a> {
@@ -52,7 +59,10 @@ impl<'a> Session<'a> {
             .into_iter()
             .flatten()
             .map(std::path::Path::to_path_buf)
-            .chain([settings.state_dir.join("versions.json")])
+            .chain([
+                settings.state_dir.join("versions.json"),
+                settings.state_dir.join(record::FILE_NAME),
+            ])
         {
             atomic_file::remove_stale(&path);
         }
@@ -66,6 +76,7 @@ impl<'a> Session<'a> {
                 args.allow_rollback,
             )?;
         }
+        let records = Records::open(&settings.state_dir)?;
         let systemctl = std::env::var_os("PATH")
             .and_then(|path| find_in_path("systemctl", &path))
             .ok_or_else(|| "systemctl not found on PATH".to_owned());
@@ -84,6 +95,7 @@ impl<'a> Session<'a> {
             run,
             lock,
             provider,
+            records,
         })
     }
 
@@ -98,7 +110,13 @@ impl<'a> Session<'a> {
             run,
             lock,
             mut provider,
+            mut records,
         } = self;
+        let names: BTreeSet<String> = run
+            .policies
+            .iter()
+            .map(|p| p.admitted.name.clone())
+            .collect();
         let mut refreshed = plan.args.refresh.clone();
         let mut reports = Vec::with_capacity(run.policies.len());
         let mut not_started = Vec::new();
@@ -115,10 +133,21 @@ impl<'a> Session<'a> {
             let options = RunOptions {
                 noop: plan.args.noop,
                 refreshed: refreshed.clone(),
+                // Filled in by the runtime, once the policy declared its
+                // subscriptions and the host looked at them.
+                watched: Vec::new(),
                 settings: policy.settings.as_ref().map(|doc| doc.text.clone()),
             };
             let report;
-            (report, provider) = run_one(plan, &run.runtime, policy, options, provider, started)?;
+            (report, provider) = run_one(
+                plan,
+                &run.runtime,
+                policy,
+                options,
+                provider,
+                started,
+                &mut records,
+            )?;
             refreshed.extend(
                 report
                     .resources
@@ -136,6 +165,21 @@ impl<'a> Session<'a> {
             )
         });
         let calls = provider.take_calls();
+        // What the subscriptions' files and packages look like, for the next
+        // run. A noop run records nothing; an interrupted one forgets no
+        // policy it did not reach.
+        if !plan.args.noop {
+            if interrupt::received().is_none() {
+                records.keep_policies(&names);
+            }
+            if let Err(e) = records.save() {
+                let error = format!("{e:#}; the next run sees the same changes again");
+                match reports.last_mut() {
+                    Some(last) => last.close(Vec::new(), Some(error), Default::default()),
+                    None => tracing::error!("{error}"),
+                }
+            }
+        }
         match reports.last_mut() {
             Some(last) => last.close(calls, reloaded.err(), reload_started.elapsed()),
             None => {
@@ -153,7 +197,9 @@ impl<'a> Session<'a> {
 }
 
 /// Runs one policy and builds its report from the host's own record; the
-/// provider, shared by the run's policies, is handed back.
+/// provider, shared by the run's policies, is handed back. Before the policy
+/// applies anything, its subscriptions' files and packages are compared with
+/// `records`; afterwards, what its apply made good is recorded there.
 fn run_one(
     plan: &Plan<'_>,
     runtime: &PolicyRuntime,
@@ -161,13 +207,36 @@ fn run_one(
     options: RunOptions,
     provider: Box<dyn Provider>,
     started: Instant,
+    records: &mut Records,
 ) -> anyhow::Result<(RunReport, Box<dyn Provider>)> {
     let ReadyPolicy {
         admitted,
         compiled,
         settings,
     } = policy;
-    let run = runtime.run(&compiled, options, provider)?;
+    let mut survey = Survey::default();
+    let mut declaration_error = None;
+    let watch = |declared: Result<Vec<crate::contract::Subscription>, String>, deadline| {
+        // A declaration that cannot be built: `run` reports it.
+        let Ok(declared) = declared else {
+            return Vec::new();
+        };
+        let declared: Vec<(String, Vec<String>)> = declared
+            .into_iter()
+            .map(|s| (s.resource, s.references))
+            .collect();
+        let sources = Sources {
+            watch_paths: &plan.settings.watch_paths,
+            dpkg_status: Path::new(dpkg::STATUS_FILE),
+        };
+        let mut budget = Budget::new(Caps::DEFAULT, Some(deadline));
+        match Survey::take(&admitted.name, &declared, records, &sources, &mut budget) {
+            Ok(taken) => survey = taken,
+            Err(e) => declaration_error = Some(e),
+        }
+        told_to_guest(&survey)
+    };
+    let run = runtime.run(&compiled, options, provider, watch)?;
     let mut provider = run.provider;
     if let Err(failure) = &run.outcome {
         tracing::error!(policy = %admitted.origin, class = failure.class, "policy failed: {}", failure.message);
@@ -187,7 +256,7 @@ fn run_one(
         plan.args.noop,
         plan.settings.limits.report_bytes,
     );
-    let report = RunReport::new(RunRecord {
+    let mut report = RunReport::new(RunRecord {
         policy: admitted.name,
         source: admitted.source,
         settings_source: settings.map(|doc| doc.admitted.source.clone()),
@@ -203,5 +272,61 @@ fn run_one(
         log: run.log,
         duration: started.elapsed(),
     });
+    if let Some(error) = declaration_error {
+        report.fail(Untrusted::new(format!("subscriptions: {}", error.as_raw())));
+    }
+    annotate(&survey, &mut report.resources);
+    if !plan.args.noop {
+        let resources = &report.resources;
+        survey.record(&report.policy, records, |resource| {
+            resources
+                .iter()
+                .any(|r| r.resource == resource && !r.failed)
+        });
+    }
     Ok((report, provider))
+}
+
+/// What the policy is told of its subscriptions: per service, the
+/// references that changed and why others could not be read.
+fn told_to_guest(survey: &Survey) -> Vec<crate::contract::Watched> {
+    survey
+        .services
+        .iter()
+        .map(|service| crate::contract::Watched {
+            resource: service.resource.clone(),
+            changed: service.changed().map(|w| w.reference.clone()).collect(),
+            errors: service.errors().map(str::to_owned).collect(),
+        })
+        .filter(|w| !w.changed.is_empty() || !w.errors.is_empty())
+        .collect()
+}
+
+/// Adds to each resource what the host found of its watched references,
+/// and which of them triggered it: those that changed, when the resource
+/// was restarted this run (or, found stopped, started: what a triggered
+/// subscription does then), or would have been in a noop run.
+fn annotate(survey: &Survey, resources: &mut [crate::guest::ResourceEvent]) {
+    for resource in resources {
+        let Some(watch) = survey.of(&resource.resource) else {
+            continue;
+        };
+        resource.watched = watch.references.clone();
+        let triggered = resource
+            .actions
+            .iter()
+            .any(|a| *a == "restarted" || *a == "started");
+        if triggered {
+            resource.triggered_by = watch
+                .changed()
+                .filter_map(|w| match &w.seen {
+                    crate::watch::survey::Seen::Changed { change } => Some(crate::guest::Trigger {
+                        reference: w.reference.clone(),
+                        change: change.to_string(),
+                    }),
+                    _ => None,
+                })
+                .collect();
+        }
+    }
 }

@@ -11,14 +11,15 @@ use crate::report::{noop_message, Action, Event, FinalState, Report, RequestedSt
 use crate::resource_ref::ResourceRef;
 use crate::service::Ensure;
 
-pub use crate::contract::RunOptions;
+pub use crate::contract::{RunOptions, Watched};
 
-/// A normal run: changes allowed, nothing refreshed, no settings.
+/// A normal run: changes allowed, nothing refreshed or watched, no settings.
 impl Default for RunOptions {
     fn default() -> Self {
         Self {
             noop: false,
             refreshed: Vec::new(),
+            watched: Vec::new(),
             settings: None,
         }
     }
@@ -37,6 +38,37 @@ impl RunOptions {
     pub fn with_refreshed(mut self, reference: impl Into<String>) -> Self {
         self.refreshed.push(reference.into());
         self
+    }
+
+    /// Says that `reference` (`file#...`, `package#...`), which `service`
+    /// subscribes to, changed since the service's last run: what the host
+    /// tells a policy when it notices such a change by itself.
+    pub fn with_changed(mut self, service: &str, reference: impl Into<String>) -> Self {
+        self.watch_of(service).changed.push(reference.into());
+        self
+    }
+
+    /// Says that a reference `service` subscribes to could not be read,
+    /// and why: the service then fails, and nothing is done to it.
+    pub fn with_unreadable(mut self, service: &str, error: impl Into<String>) -> Self {
+        self.watch_of(service).errors.push(error.into());
+        self
+    }
+
+    fn watch_of(&mut self, service: &str) -> &mut Watched {
+        let resource = format!("service#{service}");
+        let index = match self.watched.iter().position(|w| w.resource == resource) {
+            Some(index) => index,
+            None => {
+                self.watched.push(Watched {
+                    resource,
+                    changed: Vec::new(),
+                    errors: Vec::new(),
+                });
+                self.watched.len() - 1
+            }
+        };
+        &mut self.watched[index]
     }
 
     /// Sets the settings document.
@@ -68,7 +100,9 @@ pub fn apply(policy: &Policy, provider: &mut dyn Provider, options: &RunOptions)
 
     let mut events = Vec::with_capacity(services.len());
     for service in &services {
-        let event = apply_service(service, provider, options.noop, &changed);
+        let resource = service.resource_ref().to_string();
+        let watched = options.watched.iter().find(|w| w.resource == resource);
+        let event = apply_service(service, provider, options.noop, &changed, watched);
         if event.changed {
             changed.insert(service.key());
         }
@@ -198,6 +232,7 @@ fn apply_service(
     provider: &mut dyn Provider,
     noop: bool,
     changed: &HashSet<ResourceRef>,
+    watched: Option<&Watched>,
 ) -> Event {
     let mut event = Event {
         resource: service.resource_ref().to_string(),
@@ -215,6 +250,14 @@ fn apply_service(
         final_state: None,
     };
 
+    // A subscribed file or package the host could not read: the service
+    // fails, and nothing is done to it (its trigger cannot be known).
+    if let Some(watched) = watched.filter(|w| !w.errors.is_empty()) {
+        let mut event = event;
+        event.failed = true;
+        event.errors.extend(watched.errors.iter().cloned());
+        return event;
+    }
     let status = match provider.status(&service.name) {
         Ok(status) => status,
         Err(e) => {
@@ -229,7 +272,17 @@ fn apply_service(
         event.final_state = Some(found.into());
         return fail(event, why);
     }
-    let triggered = service.subscribe.iter().any(|r| changed.contains(r));
+    let watched_changed = |r: &ResourceRef| {
+        watched.is_some_and(|w| {
+            w.changed
+                .iter()
+                .any(|c| ResourceRef::parse(c).is_ok_and(|c| c.key() == *r))
+        })
+    };
+    let triggered = service
+        .subscribe
+        .iter()
+        .any(|r| changed.contains(r) || watched_changed(r));
     let planned: Vec<Action> = running_action(service.ensure, found.ensure, triggered)
         .into_iter()
         .chain(enable_action(service.enable, found.enabled))

@@ -107,6 +107,7 @@ impl Scenario {
         RunOptions {
             noop,
             refreshed: self.refreshed.clone(),
+            watched: Vec::new(),
             settings: None,
         }
     }

@@ -167,6 +167,95 @@ fn subscribe_restarts_a_running_service_that_should_run() {
     assert_eq!(event.actions, [Action::Restarted]);
 }
 
+/// docs/service-type.md, Files and packages the host watches: a `file#` or
+/// `package#` reference the host found changed triggers only the service
+/// it was found changed for, as the table says.
+#[test]
+fn a_watched_change_triggers_only_its_service() {
+    let policy = Policy::new()
+        .service(Service::new("web").subscribe("file#/etc/web.conf"))
+        .service(Service::new("proxy").subscribe("file#/etc/web.conf"))
+        .service(Service::new("db").subscribe("package#postgresql"));
+    let mut system = SimulatedSystem::new()
+        .with_unit("web", UnitState::running())
+        .with_unit("proxy", UnitState::running())
+        .with_unit("db", UnitState::stopped());
+    // proxy restarted last time; web's restart failed and is retried; db
+    // should run and is stopped: started, not restarted.
+    let options = RunOptions::default()
+        .with_changed("web", "file#/etc/web.conf")
+        .with_changed("db", "package#postgresql");
+    let report = apply(&policy, &mut system, &options);
+    assert!(report.succeeded(), "{report:#?}");
+    assert_eq!(system.mutating_calls(), ["restart web", "start db"]);
+    assert!(report.events[0].refreshed);
+    assert!(!report.events[1].changed);
+
+    // A change the service does not subscribe to triggers nothing.
+    let mut system = SimulatedSystem::new().with_unit("web", UnitState::running());
+    let options = RunOptions::default().with_changed("web", "file#/etc/other.conf");
+    apply(
+        &one(Service::new("web").subscribe("file#/etc/web.conf")),
+        &mut system,
+        &options,
+    );
+    system.assert_no_mutating_calls();
+
+    // Noop: the restart is told, nothing is done.
+    let mut system = SimulatedSystem::new().with_unit("web", UnitState::running());
+    let options = RunOptions::noop().with_changed("web", "file#/etc/web.conf");
+    let report = apply(
+        &one(Service::new("web").subscribe("file#/etc/web.conf")),
+        &mut system,
+        &options,
+    );
+    system.assert_no_mutating_calls();
+    assert_eq!(
+        report.events[0].noop_message.as_deref(),
+        Some("Would have restarted via subscribe")
+    );
+}
+
+/// A reference the host could not read fails its service before anything
+/// is asked of it; the other services apply.
+#[test]
+fn an_unreadable_watched_reference_fails_its_service_only() {
+    let policy = Policy::new()
+        .service(Service::new("web").subscribe("file#/etc/pipe"))
+        .service(Service::new("db"));
+    let mut system = SimulatedSystem::new()
+        .with_unit("web", UnitState::stopped())
+        .with_unit("db", UnitState::stopped());
+    let options = RunOptions::default()
+        .with_unreadable("web", "file#/etc/pipe: /etc/pipe is a FIFO; only regular files, directories and symbolic links are read");
+    let report = apply(&policy, &mut system, &options);
+    assert!(report.events[0].failed);
+    assert!(report.events[0].errors[0].contains("is a FIFO"));
+    system.assert_calls(&["status db", "start db", "status db"]);
+}
+
+#[test]
+fn subscriptions_are_declared_from_the_same_policy_with_no_provider() {
+    fn site(context: &Context<'_>) -> Result<Policy, String> {
+        let conf = context.settings().unwrap_or("/etc/web.conf");
+        Ok(Policy::new().service(Service::new("db")).service(
+            Service::new("web")
+                .subscribe(format!("file#{conf}"))
+                .subscribe("service#db.service"),
+        ))
+    }
+    let declared = guest_sdk::subscriptions(site, Some("/srv/web.conf")).unwrap();
+    assert_eq!(declared.len(), 1, "db subscribes to nothing: {declared:?}");
+    assert_eq!(declared[0].resource, "service#web");
+    assert_eq!(
+        declared[0].references,
+        ["file#/srv/web.conf", "service#db.service"]
+    );
+    let error =
+        guest_sdk::subscriptions(|_: &Context<'_>| Err::<Policy, _>("no site"), None).unwrap_err();
+    assert_eq!(error, "policy: no site");
+}
+
 /// docs/service-type.md, Subscribe and refresh: `running` found stopped gets
 /// a clean `start`, not a restart, and the event is not `refreshed`.
 #[test]

@@ -1,0 +1,183 @@
+//! What the host remembers of each subscription between runs: the
+//! fingerprint of every reference, per (policy, service, reference), in
+//! `subscriptions.json` beside `versions.json` in the root-only state
+//! directory. Written atomically; a damaged record refuses the run, naming
+//! the file and the way out, as `versions.json` does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+use serde::{Deserialize, Serialize};
+
+use super::Fingerprint;
+use crate::{atomic_file, fs_safety};
+
+/// The file's name in the state directory.
+pub const FILE_NAME: &str = "subscriptions.json";
+/// The file's format version, so a later host can migrate it.
+const FORMAT: u32 = 1;
+/// The record is small; anything bigger is not ours.
+const MAX_RECORD_BYTES: u64 = 64 << 20;
+
+/// policy → service → reference → fingerprint.
+type Table = BTreeMap<String, BTreeMap<String, BTreeMap<String, Fingerprint>>>;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Record {
+    format: u32,
+    subscriptions: Table,
+}
+
+/// The fingerprints recorded, read once per run.
+#[derive(Debug)]
+pub struct Records {
+    path: PathBuf,
+    record: Record,
+}
+
+impl Records {
+    /// Reads the record in `dir` (root-only, created 0700 when missing); a
+    /// missing file is an empty record, a damaged one an error.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        fs_safety::private_dir(dir)
+            .with_context(|| format!("refusing the state directory {}", dir.display()))?;
+        let path = dir.join(FILE_NAME);
+        let record = match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Record {
+                format: FORMAT,
+                subscriptions: Table::new(),
+            },
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            Ok(meta) if meta.len() > MAX_RECORD_BYTES => bail!(
+                "{} is {} bytes, not a subscription record; refusing to run without it (move it away to start afresh: every subscription is then recorded again, and nothing restarts)",
+                path.display(),
+                meta.len()
+            ),
+            Ok(_) => {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let record: Record = serde_json::from_str(&text).with_context(|| {
+                    format!(
+                        "{} is damaged; refusing to guess which subscribed files and packages changed (restore it, or move it away to start afresh: every subscription is then recorded again, and nothing restarts)",
+                        path.display()
+                    )
+                })?;
+                if record.format != FORMAT {
+                    bail!(
+                        "{} has format {}, this host reads format {FORMAT}",
+                        path.display(),
+                        record.format
+                    );
+                }
+                record
+            }
+        };
+        Ok(Self { path, record })
+    }
+
+    /// The fingerprint recorded for `reference` of `service` in `policy`.
+    pub fn get(&self, policy: &str, service: &str, reference: &str) -> Option<&Fingerprint> {
+        self.record
+            .subscriptions
+            .get(policy)?
+            .get(service)?
+            .get(reference)
+    }
+
+    /// Records `fingerprint` for `reference` of `service` in `policy`.
+    pub fn set(&mut self, policy: &str, service: &str, reference: &str, fingerprint: Fingerprint) {
+        self.record
+            .subscriptions
+            .entry(policy.to_owned())
+            .or_default()
+            .entry(service.to_owned())
+            .or_default()
+            .insert(reference.to_owned(), fingerprint);
+    }
+
+    /// Forgets what `policy` no longer subscribes to: every (service,
+    /// reference) not in `current`.
+    pub fn keep_only(&mut self, policy: &str, current: &BTreeSet<(String, String)>) {
+        let Some(services) = self.record.subscriptions.get_mut(policy) else {
+            return;
+        };
+        for (service, references) in services.iter_mut() {
+            references
+                .retain(|reference, _| current.contains(&(service.clone(), reference.clone())));
+        }
+        services.retain(|_, references| !references.is_empty());
+        if services.is_empty() {
+            self.record.subscriptions.remove(policy);
+        }
+    }
+
+    /// Forgets the policies not in `policies` (no longer run at all).
+    pub fn keep_policies(&mut self, policies: &BTreeSet<String>) {
+        self.record
+            .subscriptions
+            .retain(|policy, _| policies.contains(policy));
+    }
+
+    /// Writes the record atomically (0600), synced with its directory.
+    pub fn save(&self) -> anyhow::Result<()> {
+        let json = serde_json::to_string_pretty(&self.record)? + "\n";
+        atomic_file::write(&self.path, json.as_bytes(), 0o600)
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn print(n: u8) -> Fingerprint {
+        Fingerprint::File {
+            sha256: n.to_string(),
+        }
+    }
+
+    #[test]
+    fn fingerprints_are_kept_per_policy_service_and_reference() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut records = Records::open(dir.path()).unwrap();
+        records.set("p.wasm", "httpd", "file#/etc/httpd.conf", print(1));
+        records.set("p.wasm", "proxy", "file#/etc/httpd.conf", print(2));
+        records.save().unwrap();
+        let mut records = Records::open(dir.path()).unwrap();
+        assert_eq!(
+            records.get("p.wasm", "httpd", "file#/etc/httpd.conf"),
+            Some(&print(1))
+        );
+        assert_eq!(
+            records.get("p.wasm", "proxy", "file#/etc/httpd.conf"),
+            Some(&print(2))
+        );
+        assert_eq!(records.get("q.wasm", "httpd", "file#/etc/httpd.conf"), None);
+
+        let current = BTreeSet::from([("proxy".to_owned(), "file#/etc/httpd.conf".to_owned())]);
+        records.keep_only("p.wasm", &current);
+        assert_eq!(records.get("p.wasm", "httpd", "file#/etc/httpd.conf"), None);
+        assert!(records
+            .get("p.wasm", "proxy", "file#/etc/httpd.conf")
+            .is_some());
+        records.keep_policies(&BTreeSet::new());
+        assert!(records
+            .get("p.wasm", "proxy", "file#/etc/httpd.conf")
+            .is_none());
+    }
+
+    #[test]
+    fn a_damaged_record_refuses_the_run_naming_the_file_and_the_way_out() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), "{\"format\": 1, \"subs").unwrap();
+        let err = format!("{:#}", Records::open(dir.path()).unwrap_err());
+        assert!(err.contains("subscriptions.json is damaged"), "{err}");
+        assert!(err.contains("move it away to start afresh"), "{err}");
+    }
+}
