@@ -24,6 +24,7 @@ pub mod runtime;
 pub mod service_name;
 pub mod settings;
 pub mod signature;
+pub mod state_file;
 pub mod text;
 pub mod versions;
 pub mod watch;

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 
-use crate::{atomic_file, fs_safety};
+use crate::{atomic_file, state_file};
 
 /// The file's format version, so a later host can migrate it.
 const FORMAT: u32 = 1;
@@ -71,41 +71,24 @@ impl Versions {
     /// anyone but root or the running user could write it); a missing
     /// file is an empty record, a damaged one an error.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
-        // Root-only, checked from `/` down without following anyone else's
-        // links: whoever can write here could rewrite the accepted versions.
-        fs_safety::private_dir(dir)
-            .with_context(|| format!("refusing the state directory {}", dir.display()))?;
-        let path = dir.join("versions.json");
-        let record = match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Record {
-                format: FORMAT,
-                versions: BTreeMap::new(),
-            },
-            Err(e) => {
-                return Err(e).with_context(|| format!("reading {}", path.display()));
-            }
-            Ok(meta) if meta.len() > MAX_RECORD_BYTES => {
-                bail!("{} is {} bytes, not a version record; refusing to run without it (move it away to start afresh)", path.display(), meta.len())
-            }
-            Ok(_) => {
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                let record: Record = serde_json::from_str(&text).with_context(|| {
-                    format!(
-                        "{} is damaged; refusing to treat it as empty, which would accept old versions again (restore it, or move it away to start afresh)",
-                        path.display()
-                    )
-                })?;
-                if record.format != FORMAT {
-                    bail!(
-                        "{} has format {}, this host reads format {FORMAT}",
-                        path.display(),
-                        record.format
-                    );
-                }
-                record
-            }
-        };
+        let (path, record) = state_file::read::<Record>(
+            dir,
+            "versions.json",
+            MAX_RECORD_BYTES,
+            "a version record",
+            "refusing to treat it as empty, which would accept old versions again (restore it, or move it away to start afresh)",
+        )?;
+        let record = record.unwrap_or(Record {
+            format: FORMAT,
+            versions: BTreeMap::new(),
+        });
+        if record.format != FORMAT {
+            bail!(
+                "{} has format {}, this host reads format {FORMAT}",
+                path.display(),
+                record.format
+            );
+        }
         Ok(Self { path, record })
     }
 

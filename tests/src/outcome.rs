@@ -141,3 +141,16 @@ pub fn assert_shapes(fake: &FakeSystemctl) {
         fake.calls()
     );
 }
+
+/// The `state` of each of a resource's watched references (`recorded`,
+/// `unchanged`, `changed`, `unreadable`), in order.
+pub fn watched_states(event: &Value) -> Vec<String> {
+    event["watched"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|w| w["state"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use policy_host_e2e::build;
+use policy_host_e2e::outcome::watched_states;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
 
@@ -924,17 +925,6 @@ impl Machine {
         );
         self.sandbox.systemctl_ok(&["enable", "--now", "--", name]);
     }
-}
-
-fn watched_states(event: &Value) -> Vec<String> {
-    event["watched"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|w| w["state"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 
 use policy_host_e2e::build::{sign_file, signed_policy};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
-use policy_host_e2e::outcome::{resource, Run};
-use serde_json::Value;
+use policy_host_e2e::outcome::{resource, watched_states, Run};
 
 /// A machine with `web` running and enabled, a watched directory holding
 /// its configuration, and a state directory kept across runs.
@@ -78,17 +77,6 @@ impl Machine {
             "- service:\n    - web:\n        ensure: running\n        subscribe: [{list}]\n    - db:\n        ensure: running\n"
         )
     }
-}
-
-fn watched_states(event: &Value) -> Vec<String> {
-    event["watched"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|w| w["state"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]

@@ -193,6 +193,23 @@ fn file_list(
         .collect()
 }
 
+/// A list setting as given: the file's items, then the command line's, each
+/// with where it came from.
+fn file_then_flags(
+    setting: &Setting,
+    given: &[String],
+    file: &ConfigFile,
+    what: &str,
+) -> anyhow::Result<Vec<(String, Source)>> {
+    let mut all = file_list(setting, file, what)?;
+    all.extend(
+        given
+            .iter()
+            .map(|text| (text.clone(), Source::Flag(setting.flag))),
+    );
+    Ok(all)
+}
+
 /// Seconds, more than 0 and at most a day.
 pub struct Seconds;
 
@@ -337,12 +354,7 @@ impl Value for Hosts {
         given: &[String],
         file: &ConfigFile,
     ) -> anyhow::Result<Vec<String>> {
-        let mut all = file_list(setting, file, "host[:port]")?;
-        all.extend(
-            given
-                .iter()
-                .map(|text| (text.clone(), Source::Flag(setting.flag))),
-        );
+        let all = file_then_flags(setting, given, file, "host[:port]")?;
         let mut hosts = Vec::new();
         for (text, source) in all {
             crate::oci::OciRef::parse(&format!("oci://{text}/x"))
@@ -370,12 +382,7 @@ impl Value for Prefixes {
         given: &[String],
         file: &ConfigFile,
     ) -> anyhow::Result<crate::watch::WatchPaths> {
-        let mut all = file_list(setting, file, "directories")?;
-        all.extend(
-            given
-                .iter()
-                .map(|text| (text.clone(), Source::Flag(setting.flag))),
-        );
+        let mut all = file_then_flags(setting, given, file, "directories")?;
         if all.is_empty() {
             let default = setting
                 .default

@@ -11,7 +11,7 @@ use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 
 use super::Fingerprint;
-use crate::{atomic_file, fs_safety};
+use crate::{atomic_file, state_file};
 
 /// The file's name in the state directory.
 pub const FILE_NAME: &str = "subscriptions.json";
@@ -41,39 +41,24 @@ impl Records {
     /// Reads the record in `dir` (root-only, created 0700 when missing); a
     /// missing file is an empty record, a damaged one an error.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
-        fs_safety::private_dir(dir)
-            .with_context(|| format!("refusing the state directory {}", dir.display()))?;
-        let path = dir.join(FILE_NAME);
-        let record = match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Record {
-                format: FORMAT,
-                subscriptions: Table::new(),
-            },
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-            Ok(meta) if meta.len() > MAX_RECORD_BYTES => bail!(
-                "{} is {} bytes, not a subscription record; refusing to run without it (move it away to start afresh: every subscription is then recorded again, and nothing restarts)",
+        let (path, record) = state_file::read::<Record>(
+            dir,
+            FILE_NAME,
+            MAX_RECORD_BYTES,
+            "a subscription record",
+            "refusing to guess which subscribed files and packages changed (restore it, or move it away to start afresh: every subscription is then recorded again, and nothing restarts)",
+        )?;
+        let record = record.unwrap_or(Record {
+            format: FORMAT,
+            subscriptions: Table::new(),
+        });
+        if record.format != FORMAT {
+            bail!(
+                "{} has format {}, this host reads format {FORMAT}",
                 path.display(),
-                meta.len()
-            ),
-            Ok(_) => {
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                let record: Record = serde_json::from_str(&text).with_context(|| {
-                    format!(
-                        "{} is damaged; refusing to guess which subscribed files and packages changed (restore it, or move it away to start afresh: every subscription is then recorded again, and nothing restarts)",
-                        path.display()
-                    )
-                })?;
-                if record.format != FORMAT {
-                    bail!(
-                        "{} has format {}, this host reads format {FORMAT}",
-                        path.display(),
-                        record.format
-                    );
-                }
-                record
-            }
-        };
+                record.format
+            );
+        }
         Ok(Self { path, record })
     }
 
