@@ -980,6 +980,63 @@ fn an_edited_configuration_restarts_its_subscriber_on_a_plain_run() {
     let run = m.run(manifest, &args);
     assert_eq!(run.code, 0, "a second run restarts nothing: {run:?}");
     assert_eq!(m.sandbox.main_pid("demo-app"), restarted);
+
+    // Noop: said, not done, not recorded; the next real run restarts.
+    m.sandbox.write_file("/etc/demo/app.conf", "workers = 8\n");
+    let run = m.run(manifest, &["--json", "--detailed-exitcodes", "--noop"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(
+        resource(&run.report(), "service#demo-app")["noop_message"],
+        "Would have restarted via subscribe"
+    );
+    assert_eq!(
+        m.sandbox.main_pid("demo-app"),
+        restarted,
+        "noop restarts nothing"
+    );
+    assert_eq!(
+        m.run(manifest, &args).code,
+        2,
+        "the real run still restarts"
+    );
+    let restarted = m.sandbox.main_pid("demo-app");
+
+    // A directory: a file added below it is a change.
+    let manifest = "
+- service:
+    - demo-app:
+        ensure: running
+        subscribe: [file#/etc/demo]
+";
+    assert_eq!(
+        m.run(manifest, &args).code,
+        0,
+        "first sight of the directory"
+    );
+    m.sandbox.write_file("/etc/demo/conf.d/tls.conf", "on\n");
+    assert_eq!(m.run(manifest, &args).code, 2);
+    assert_ne!(m.sandbox.main_pid("demo-app"), restarted);
+
+    // A FIFO, and a path outside watch_paths: that service fails, naming
+    // why, and the other still converges.
+    let out = m.sandbox.exec(&["mkfifo", "/etc/demo/pipe"]);
+    assert!(out.status.success());
+    m.sandbox.systemctl_ok(&["stop", "--", "demo-other"]);
+    let manifest = "
+- service:
+    - demo-app:
+        ensure: running
+        subscribe: [file#/etc/demo/pipe, file#/root/.profile]
+    - demo-other:
+        ensure: running
+";
+    let run = m.run(manifest, &args);
+    assert_eq!(run.code & 4, 4, "{run:?}");
+    let report = run.report();
+    let errors = resource(&report, "service#demo-app")["errors"].to_string();
+    assert!(errors.contains("/etc/demo/pipe is a FIFO"), "{errors}");
+    assert!(errors.contains("outside watch_paths"), "{errors}");
+    assert_eq!(m.sandbox.is_active("demo-other"), "active");
 }
 
 #[test]
