@@ -1,14 +1,15 @@
 //! A record the host keeps between runs in its root-only state directory
 //! (`versions.json`, `subscriptions.json`): found in a directory checked to
 //! be root's alone, read whole, and refused loudly when it is too large or
-//! damaged, never taken as empty. Written with `atomic_file`.
+//! damaged, never taken as empty; written atomically, root's alone.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 
-use crate::fs_safety;
+use crate::{atomic_file, fs_safety};
 
 /// Reads `dir/name` as a `T`: `None` when the file does not exist yet.
 /// `what` names the record in errors ("a version record"), and `instead`
@@ -43,4 +44,12 @@ pub fn read<T: DeserializeOwned>(
         }
     };
     Ok((path, record))
+}
+
+/// Writes `record` to `path` as JSON, atomically (0600), synced with its
+/// directory.
+pub fn write<T: Serialize>(path: &Path, record: &T) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(record)? + "\n";
+    atomic_file::write(path, json.as_bytes(), 0o600)
+        .with_context(|| format!("writing {}", path.display()))
 }

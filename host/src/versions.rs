@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
-use crate::{atomic_file, state_file};
+use crate::state_file;
 
 /// The file's format version, so a later host can migrate it.
 const FORMAT: u32 = 1;
@@ -124,9 +124,7 @@ impl Versions {
 
     /// Writes the record atomically (0600), synced with its directory.
     pub fn save(&self) -> anyhow::Result<()> {
-        let json = serde_json::to_string_pretty(&self.record)? + "\n";
-        atomic_file::write(&self.path, json.as_bytes(), 0o600)
-            .with_context(|| format!("writing {}", self.path.display()))
+        state_file::write(&self.path, &self.record)
     }
 
     pub fn path(&self) -> &Path {

@@ -7,11 +7,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
 use super::Fingerprint;
-use crate::{atomic_file, state_file};
+use crate::state_file;
 
 /// The file's name in the state directory.
 pub const FILE_NAME: &str = "subscriptions.json";
@@ -107,9 +107,7 @@ impl Records {
 
     /// Writes the record atomically (0600), synced with its directory.
     pub fn save(&self) -> anyhow::Result<()> {
-        let json = serde_json::to_string_pretty(&self.record)? + "\n";
-        atomic_file::write(&self.path, json.as_bytes(), 0o600)
-            .with_context(|| format!("writing {}", self.path.display()))
+        state_file::write(&self.path, &self.record)
     }
 
     pub fn path(&self) -> &Path {
