@@ -176,6 +176,12 @@ impl Budget {
         self.caps
     }
 
+    /// Reading stops at `deadline` from now on (each policy's run has its
+    /// own wall clock; the caps hold for the whole `host run`).
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
     /// Counts `bytes` read for a reference that has read `so_far` in all.
     fn read(&mut self, what: &str, bytes: u64, so_far: u64) -> Result<(), WatchError> {
         self.bytes_used += bytes;

@@ -110,13 +110,19 @@ impl<'a> Session<'a> {
             run,
             lock,
             mut provider,
-            mut records,
+            records,
         } = self;
         let names: BTreeSet<String> = run
             .policies
             .iter()
             .map(|p| p.admitted.name.clone())
             .collect();
+        // What the host remembers of subscriptions, and what the run's
+        // policies may make it read, all together.
+        let mut watching = Watching {
+            records,
+            budget: Budget::new(Caps::DEFAULT, None),
+        };
         let mut refreshed = plan.args.refresh.clone();
         let mut reports = Vec::with_capacity(run.policies.len());
         let mut not_started = Vec::new();
@@ -146,7 +152,7 @@ impl<'a> Session<'a> {
                 options,
                 provider,
                 started,
-                &mut records,
+                &mut watching,
             )?;
             refreshed.extend(
                 report
@@ -170,9 +176,9 @@ impl<'a> Session<'a> {
         // policy it did not reach.
         if !plan.args.noop {
             if interrupt::received().is_none() {
-                records.keep_policies(&names);
+                watching.records.keep_policies(&names);
             }
-            if let Err(e) = records.save() {
+            if let Err(e) = watching.records.save() {
                 let error = format!("{e:#}; the next run sees the same changes again");
                 match reports.last_mut() {
                     Some(last) => last.close(Vec::new(), Some(error), Default::default()),
@@ -199,7 +205,8 @@ impl<'a> Session<'a> {
 /// Runs one policy and builds its report from the host's own record; the
 /// provider, shared by the run's policies, is handed back. Before the policy
 /// applies anything, its subscriptions' files and packages are compared with
-/// `records`; afterwards, what its apply made good is recorded there.
+/// what `watching` recorded; afterwards, what its apply made good is
+/// recorded there.
 fn run_one(
     plan: &Plan<'_>,
     runtime: &PolicyRuntime,
@@ -207,7 +214,7 @@ fn run_one(
     options: RunOptions,
     provider: Box<dyn Provider>,
     started: Instant,
-    records: &mut Records,
+    watching: &mut Watching,
 ) -> anyhow::Result<(RunReport, Box<dyn Provider>)> {
     let ReadyPolicy {
         admitted,
@@ -229,8 +236,14 @@ fn run_one(
             watch_paths: &plan.settings.watch_paths,
             dpkg_status: Path::new(dpkg::STATUS_FILE),
         };
-        let mut budget = Budget::new(Caps::DEFAULT, Some(deadline));
-        match Survey::take(&admitted.name, &declared, records, &sources, &mut budget) {
+        watching.budget.set_deadline(deadline);
+        match Survey::take(
+            &admitted.name,
+            &declared,
+            &watching.records,
+            &sources,
+            &mut watching.budget,
+        ) {
             Ok(taken) => survey = taken,
             Err(e) => declaration_error = Some(e),
         }
@@ -278,7 +291,7 @@ fn run_one(
     annotate(&survey, &mut report.resources);
     if !plan.args.noop {
         let resources = &report.resources;
-        survey.record(&report.policy, records, |resource| {
+        survey.record(&report.policy, &mut watching.records, |resource| {
             resources
                 .iter()
                 .any(|r| r.resource == resource && !r.failed)
@@ -329,4 +342,12 @@ fn annotate(survey: &Survey, resources: &mut [crate::guest::ResourceEvent]) {
                 .collect();
         }
     }
+}
+
+/// What the host remembers of the subscriptions' files and packages, and
+/// what the run's policies may still make it read (the caps hold for the
+/// whole run, not for each policy).
+struct Watching {
+    records: Records,
+    budget: Budget,
 }
