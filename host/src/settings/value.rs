@@ -48,13 +48,6 @@ pub enum Kind {
     Choice(&'static [&'static str]),
 }
 
-impl Kind {
-    /// Whether the setting is a list that is empty unless given.
-    pub fn is_list(self) -> bool {
-        matches!(self, Kind::Patterns | Kind::Hosts | Kind::Prefixes)
-    }
-}
-
 /// A kind of value: how it is given on the command line, and how it is
 /// read into its typed form (`Out`).
 pub trait Value {

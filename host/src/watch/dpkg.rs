@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{Budget, Fingerprint, WatchError};
 
@@ -36,7 +36,6 @@ impl Entry {
 /// dpkg's database, read once per run.
 #[derive(Debug)]
 pub struct Database {
-    path: PathBuf,
     /// By package name; one entry per architecture.
     packages: BTreeMap<String, Vec<Entry>>,
 }
@@ -65,7 +64,6 @@ impl Database {
         }
         budget.read("package#", text.len() as u64, 0)?;
         Ok(Self {
-            path: path.to_owned(),
             packages: parse(&text),
         })
     }
@@ -109,11 +107,6 @@ impl Database {
                     .join(", "),
             },
         })
-    }
-
-    /// Where it was read from.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

@@ -172,10 +172,6 @@ impl Budget {
         }
     }
 
-    pub fn caps(&self) -> Caps {
-        self.caps
-    }
-
     /// Reading stops at `deadline` from now on (each policy's run has its
     /// own wall clock; the caps hold for the whole `host run`).
     pub fn set_deadline(&mut self, deadline: Instant) {

@@ -27,11 +27,6 @@ impl WatchPaths {
         Ok(Self { prefixes })
     }
 
-    /// The prefixes, normalised.
-    pub fn prefixes(&self) -> &[PathBuf] {
-        &self.prefixes
-    }
-
     /// Whether `path` (absolute and normalised) may be read.
     pub fn allows(&self, path: &Path) -> bool {
         !NEVER_READ.iter().any(|never| path.starts_with(never))

@@ -109,10 +109,6 @@ impl Records {
     pub fn save(&self) -> anyhow::Result<()> {
         state_file::write(&self.path, &self.record)
     }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 #[cfg(test)]
