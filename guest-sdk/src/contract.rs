@@ -25,6 +25,6 @@ pub mod bindings {
 }
 
 pub use bindings::policy_host::policy::types::{
-    Action, Ensure, Event, FinalState, Operation, ProviderError, Report, RequestedState,
-    RunOptions, ServiceStatus, Subscription, Watched,
+    Action, Ensure, Event, FinalState, JobOutcome, Operation, Progress, ProviderError, Report,
+    RequestedState, RunOptions, ServiceStatus, Subscription, Watched,
 };

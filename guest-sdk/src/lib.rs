@@ -65,7 +65,7 @@ pub use contract::Subscription;
 pub use manifest::{parse_manifest, ManifestError};
 pub use name::{NameError, ServiceName};
 pub use policy::Policy;
-pub use provider::{Operation, Provider, ProviderError, ServiceStatus};
+pub use provider::{JobOutcome, Operation, Progress, Provider, ProviderError, ServiceStatus};
 pub use report::{Action, Event, FinalState, Report, RequestedState};
 pub use resource_ref::ResourceRef;
 pub use service::{Ensure, Service};

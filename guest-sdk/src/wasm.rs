@@ -6,7 +6,7 @@ use std::fmt::Display;
 
 use crate::contract::bindings::policy_host::policy::service_provider as host;
 use crate::name::ServiceName;
-use crate::provider::{Provider, ProviderError, ServiceStatus};
+use crate::provider::{Progress, Provider, ProviderError, ServiceStatus};
 use crate::{Context, Policy, Report, RunOptions};
 
 /// The host's six operations.
@@ -17,15 +17,15 @@ impl Provider for HostProvider {
         host::status(service.as_str())
     }
 
-    fn start(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
+    fn start(&mut self, service: &ServiceName) -> Result<Progress, ProviderError> {
         host::start(service.as_str())
     }
 
-    fn stop(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
+    fn stop(&mut self, service: &ServiceName) -> Result<Progress, ProviderError> {
         host::stop(service.as_str())
     }
 
-    fn restart(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
+    fn restart(&mut self, service: &ServiceName) -> Result<Progress, ProviderError> {
         host::restart(service.as_str())
     }
 

@@ -548,4 +548,28 @@ proptest! {
             prop_assert_eq!(event.changed, called, "{:?}", event);
         }
     }
+
+    /// Jobs queued by the host (run in parallel, awaited at the unit's next
+    /// `status`) give the report, the final units and, per service, the
+    /// mutating calls that jobs ended before returning give, faults and all.
+    #[test]
+    fn queued_jobs_give_what_finished_jobs_give(s in scenario(4)) {
+        let mut finished = s.system(true);
+        let expected = apply(&s.policy(), &mut finished, &s.options(false));
+        let mut queued = s.system(true).with_queued_jobs();
+        let actual = apply(&s.policy(), &mut queued, &s.options(false));
+        prop_assert_eq!(&actual, &expected);
+        prop_assert_eq!(units_of(&s, &queued), units_of(&s, &finished));
+        for d in &s.services {
+            let of = |system: &SimulatedSystem| -> Vec<String> {
+                system
+                    .calls()
+                    .iter()
+                    .filter(|c| c.operation.is_mutating() && c.service == d.name)
+                    .map(|c| c.to_string())
+                    .collect()
+            };
+            prop_assert_eq!(of(&queued), of(&finished), "{}", d.name);
+        }
+    }
 }

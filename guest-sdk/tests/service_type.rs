@@ -1043,3 +1043,117 @@ fn linked_and_masked_units() {
         ]
     );
 }
+
+// ---------------------------------------------------------------------------
+// Queued jobs (the host's `jobs` above 1, over D-Bus)
+// ---------------------------------------------------------------------------
+
+fn three_stopped_queued() -> SimulatedSystem {
+    SimulatedSystem::new()
+        .with_unit("a", UnitState::stopped())
+        .with_unit("b", UnitState::stopped())
+        .with_unit("c", UnitState::stopped())
+        .with_queued_jobs()
+}
+
+#[test]
+fn queued_jobs_are_all_submitted_before_any_is_awaited() {
+    let mut system = three_stopped_queued();
+    let policy = Policy::new()
+        .service(Service::new("a").enable(true))
+        .service(Service::new("b"))
+        .service(Service::new("c").enable(true));
+    let report = apply(&policy, &mut system, &RunOptions::default());
+    assert!(report.succeeded(), "{report:?}");
+    system.assert_calls(&[
+        "status a", "start a", "status b", "start b", "status c", "start c",
+        // a's job awaited, then its phase two, then the check.
+        "status a", "enable a", "status a", // b's awaiting status is its check.
+        "status b", "status c", "enable c", "status c",
+    ]);
+    let actions: Vec<_> = report.events.iter().map(|e| e.actions.clone()).collect();
+    assert_eq!(
+        actions,
+        [
+            vec![Action::Started, Action::Enabled],
+            vec![Action::Started],
+            vec![Action::Started, Action::Enabled],
+        ]
+    );
+}
+
+#[test]
+fn a_failed_job_fails_its_resource_with_the_reason_and_skips_its_enablement() {
+    let reason = "Job for b.service failed because the control process exited with error code.";
+    let mut system = three_stopped_queued().with_failure(
+        Operation::Start,
+        "b",
+        ProviderError::CommandFailed(reason.into()),
+    );
+    let policy = Policy::new()
+        .service(Service::new("a").enable(true))
+        .service(Service::new("b").enable(true))
+        .service(Service::new("c").enable(true));
+    let report = apply(&policy, &mut system, &RunOptions::default());
+    let b = &report.events[1];
+    assert!(b.failed);
+    assert_eq!(b.errors, [format!("start b: {reason}")]);
+    assert!(b.actions.is_empty() && !b.changed, "{b:?}");
+    assert_eq!(b.final_state, Some(final_state(false, false)));
+    assert!(!report.events[0].failed && !report.events[2].failed);
+    system.assert_mutating_calls(&["start a", "start b", "start c", "enable a", "enable c"]);
+}
+
+#[test]
+fn a_subscriber_is_refreshed_only_after_the_job_it_subscribes_to_ended() {
+    let mut system = SimulatedSystem::new()
+        .with_unit("db", UnitState::stopped())
+        .with_unit("app", UnitState::running())
+        .with_queued_jobs();
+    let policy = Policy::new()
+        .service(Service::new("db"))
+        .service(Service::new("app").subscribe("service#db"));
+    let report = apply(&policy, &mut system, &RunOptions::default());
+    assert!(report.succeeded(), "{report:?}");
+    system.assert_calls(&[
+        "status db",
+        "start db",
+        // db's job ends (the status waits for it) before app is looked at.
+        "status db",
+        "status app",
+        "restart app",
+        "status app",
+    ]);
+    assert!(report.events[1].refreshed);
+
+    // db's job fails: db did not change, so app is not restarted.
+    let mut system = SimulatedSystem::new()
+        .with_unit("db", UnitState::stopped())
+        .with_unit("app", UnitState::running())
+        .with_queued_jobs()
+        .with_failure(
+            Operation::Start,
+            "db",
+            ProviderError::CommandFailed("Job for db.service failed.".into()),
+        );
+    let report = apply(&policy, &mut system, &RunOptions::default());
+    assert!(report.events[0].failed);
+    assert!(!report.events[1].refreshed && !report.events[1].failed);
+    system.assert_mutating_calls(&["start db"]);
+}
+
+#[test]
+fn a_unit_that_cannot_be_queued_fails_at_once_as_before() {
+    let mut system = SimulatedSystem::new()
+        .with_unit("web", UnitState::stopped().with_enabled_word("masked"))
+        .with_queued_jobs();
+    let report = apply(
+        &one(Service::new("web").enable(true)),
+        &mut system,
+        &RunOptions::default(),
+    );
+    let event = &report.events[0];
+    assert!(event.failed);
+    assert!(event.errors[0].starts_with("start web: "), "{event:?}");
+    system.assert_calls(&["status web", "start web", "status web"]);
+}

@@ -57,6 +57,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
             noop: true,
             allow: settings.allow,
             status_via: settings.status_via,
+            jobs: 1,
         },
         Box::new(ProcessRunner),
     );

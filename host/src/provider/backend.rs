@@ -60,7 +60,29 @@ impl Change {
     pub fn is_enablement(self) -> bool {
         matches!(self, Change::Enable | Change::Disable)
     }
+
+    /// Start, stop and restart are jobs systemd runs; the others are done
+    /// when their call returns.
+    pub fn is_job(self) -> bool {
+        !self.is_enablement()
+    }
 }
+
+/// A job systemd queued for this run, as its backend numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u64);
+
+/// How far a change got when the backend returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// It is done (systemctl returned after the job, or it was no job).
+    Done,
+    /// systemd queued its job; [`Backend::wait_jobs`] says how it ends.
+    Queued(JobId),
+}
+
+/// How a queued job ended, or why it is not known.
+pub type JobResult = Result<(), ProviderError>;
 
 /// How long one exchange with systemd may take: the per-command timeout,
 /// cut at the run's deadline.
@@ -103,14 +125,28 @@ pub trait Backend: Send {
     /// The unit's state, as systemd words it.
     fn status(&mut self, unit: &CheckedName, time: &Budget)
         -> Result<ServiceStatus, ProviderError>;
-    /// Carries out `change` completely (see [`Change`]); enablement changes
-    /// are made without a reload, which the guard makes once at the end.
+    /// Carries out `change` (see [`Change`]): completely, or, for a job
+    /// when the backend can hand it to systemd's job engine, up to its
+    /// queueing. Enablement changes are made without a reload, which the
+    /// guard makes once at the end.
     fn change(
         &mut self,
         change: Change,
         unit: &CheckedName,
         time: &Budget,
-    ) -> Result<(), ProviderError>;
+    ) -> Result<Applied, ProviderError>;
+    /// Waits until one of `jobs` ends, or `until`, whichever is first, and
+    /// says which jobs ended meanwhile (each job once, any of `jobs`).
+    fn wait_jobs(&mut self, jobs: &[JobId], until: Instant) -> Vec<(JobId, JobResult)> {
+        let _ = (jobs, until);
+        Vec::new()
+    }
+    /// Gives up waiting for `job`: systemd is asked to cancel it when
+    /// `cancel`, and it is forgotten; the answer says what became of it.
+    fn abandon(&mut self, job: JobId, cancel: bool) -> String {
+        let _ = (job, cancel);
+        String::new()
+    }
     /// Makes systemd read its unit files again.
     fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError>;
 }

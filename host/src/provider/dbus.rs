@@ -15,6 +15,8 @@
 //! (names it cannot mangle, SysV init scripts) is left to systemctl itself:
 //! the caller asks it instead.
 //!
+//! The same connection carries the changes (`jobs` and `unit_files`).
+//!
 //! zbus talks to the system bus (dbus-daemon), not to PID 1's private
 //! socket, whose replies it does not accept.
 
@@ -22,7 +24,9 @@ use std::time::Duration;
 
 use super::runner::CommandOutput;
 
-const SYSTEMD: &str = "org.freedesktop.systemd1";
+pub(super) const SYSTEMD: &str = "org.freedesktop.systemd1";
+pub(super) const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
+pub(super) const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 
 /// Why an answer did not come over the bus.
 #[derive(Debug)]
@@ -35,12 +39,12 @@ pub enum DbusError {
 }
 
 /// A connection to systemd on the system bus.
-pub struct DbusStatus {
-    runtime: tokio::runtime::Runtime,
-    connection: zbus::Connection,
+pub struct SystemdBus {
+    pub(super) runtime: tokio::runtime::Runtime,
+    pub(super) connection: zbus::Connection,
 }
 
-fn transport(error: impl std::fmt::Display) -> DbusError {
+pub(super) fn transport(error: impl std::fmt::Display) -> DbusError {
     DbusError::Transport(error.to_string())
 }
 
@@ -57,7 +61,7 @@ const BUS_ERRORS: [&str; 8] = [
     "org.freedesktop.DBus.Error.LimitsExceeded",
 ];
 
-fn classify(error: zbus::Error) -> DbusError {
+pub(super) fn classify(error: zbus::Error) -> DbusError {
     let (name, message) = match error {
         zbus::Error::MethodError(name, message, _) => {
             (name.to_string(), message.unwrap_or_default())
@@ -77,7 +81,7 @@ fn classify(error: zbus::Error) -> DbusError {
     }
 }
 
-impl DbusStatus {
+impl SystemdBus {
     /// Connects to the system bus, and checks that systemd is on it; the
     /// error says why not (no bus, no systemd, no answer in `timeout`).
     pub fn connect(timeout: Duration) -> Result<Self, String> {
@@ -120,7 +124,8 @@ impl DbusStatus {
         Ok(status)
     }
 
-    fn call<B, R>(
+    /// Calls `method` and reads its reply, within `timeout`.
+    pub(super) fn call<B, R>(
         &self,
         destination: &str,
         path: &str,
@@ -178,8 +183,8 @@ impl DbusStatus {
     pub fn is_enabled(&self, unit: &str, timeout: Duration) -> Result<CommandOutput, DbusError> {
         let answer: Result<String, DbusError> = self.call(
             SYSTEMD,
-            "/org/freedesktop/systemd1",
-            "org.freedesktop.systemd1.Manager",
+            MANAGER_PATH,
+            MANAGER,
             "GetUnitFileState",
             &(unit,),
             timeout,
@@ -216,5 +221,19 @@ impl DbusStatus {
             }
             Err(other) => Err(other),
         }
+    }
+
+    /// The `Result` of the service `unit` (already mangled): why its last
+    /// job failed, in systemd's word (`exit-code`, `timeout`, ...).
+    pub fn service_result(&self, unit: &str, timeout: Duration) -> Result<String, DbusError> {
+        let value: zbus::OwnedVariant = self.call(
+            SYSTEMD,
+            &super::unit_name::object_path(unit),
+            "org.freedesktop.DBus.Properties",
+            "Get",
+            &("org.freedesktop.systemd1.Service", "Result"),
+            timeout,
+        )?;
+        String::try_from(value).map_err(transport)
     }
 }

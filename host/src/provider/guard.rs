@@ -11,12 +11,23 @@
 //! 8. the record: one [`CallRecord`] per operation, whatever happened.
 //!
 //! It also ends the run: one daemon-reload after enablement changes.
+//!
+//! Jobs a backend queues (start, stop and restart over D-Bus) are followed
+//! here, the same way for every backend: at most `jobs` of them are pending
+//! at once (a submission waits for a slot), each has the per-command
+//! timeout from its submission (cut at the run's deadline, and at the
+//! interruption's grace), a `status` of a unit waits for its pending job and
+//! carries how it ended, and the record of the call that queued a job is
+//! completed with the job's result when it ends. With `jobs = 1` a call
+//! returns only when its job has ended, with its failure as its error, as
+//! systemctl does. No record is handed out while a job of it is pending.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::backend::{Backend, Budget, Change};
+use super::backend::{Applied, Backend, Budget, Change, JobId, JobResult};
 use super::{Call, CallRecord, Outcome, Provider, UnitAllowlist, UnitState};
-use crate::contract::{Operation, ProviderError, ServiceStatus};
+use crate::contract::{JobOutcome, Operation, Progress, ProviderError, ServiceStatus};
 use crate::service_name::{quote, CheckedName};
 
 /// The guard's settings for one run.
@@ -26,8 +37,23 @@ pub struct Guard {
     pub allow: Option<UnitAllowlist>,
     /// A dry run: changes are refused and no daemon-reload is made.
     pub noop: bool,
-    /// The longest a single exchange with systemd may take.
+    /// The longest a single exchange with systemd may take, and a job from
+    /// its submission to its end.
     pub timeout: Duration,
+    /// How many jobs of this run may be pending at once; 1 makes every
+    /// call wait for its job.
+    pub jobs: usize,
+}
+
+/// A job queued for this run and not yet ended.
+#[derive(Debug, Clone)]
+struct PendingJob {
+    id: JobId,
+    unit: String,
+    operation: Operation,
+    /// The index in `calls` of the call that queued it.
+    record: usize,
+    submitted: Instant,
 }
 
 /// Whether the run's first daemon-reload has happened.
@@ -51,6 +77,10 @@ pub struct Guarded<B> {
     /// with one daemon-reload, so systemd sees the new links.
     enablement_changed: bool,
     calls: Vec<CallRecord>,
+    /// Jobs queued and not yet ended, oldest first.
+    pending: Vec<PendingJob>,
+    /// Per unit, how its last queued job ended, until a `status` says it.
+    ended: HashMap<String, JobOutcome>,
 }
 
 impl<B: Backend> Guarded<B> {
@@ -62,6 +92,8 @@ impl<B: Backend> Guarded<B> {
             reload: Reload::Pending,
             enablement_changed: false,
             calls: Vec::new(),
+            pending: Vec::new(),
+            ended: HashMap::new(),
         }
     }
 
@@ -153,6 +185,181 @@ impl<B: Backend> Guarded<B> {
     }
 }
 
+/// Which pending jobs a wait is for.
+#[derive(Debug, Clone, Copy)]
+enum Awaited<'a> {
+    /// The job of this unit, if it has one.
+    Unit(&'a str),
+    /// Any one of them: a slot for the next submission.
+    Any,
+    /// All of them.
+    All,
+}
+
+impl<B: Backend> Guarded<B> {
+    /// When `job` is given up: its timeout from submission, cut at the run's
+    /// deadline. Also: whether the job would be cancelled then.
+    fn job_until(&self, job: &PendingJob) -> (Instant, GiveUp) {
+        let timeout = job.submitted + self.guard.timeout;
+        let mut until = (timeout, GiveUp::Timeout);
+        if let Some(deadline) = self.deadline.filter(|d| *d < until.0) {
+            until = (deadline, GiveUp::Deadline);
+        }
+        if let Some(since) = crate::interrupt::since() {
+            let grace_end = Instant::now() + crate::interrupt::GRACE.saturating_sub(since);
+            if grace_end < until.0 {
+                until = (grace_end, GiveUp::Interrupted);
+            }
+        }
+        until
+    }
+
+    /// Waits for the jobs `awaited` names, completing the record of every
+    /// job that ends meanwhile; a job still pending when it is given up
+    /// (see [`GiveUp`]) ends `timed-out`.
+    fn wait_for(&mut self, awaited: Awaited<'_>) {
+        loop {
+            let targets: Vec<usize> = (0..self.pending.len())
+                .filter(|&i| match awaited {
+                    Awaited::Unit(unit) => self.pending[i].unit == unit,
+                    Awaited::Any | Awaited::All => true,
+                })
+                .collect();
+            let Some((first, (until, why))) = targets
+                .iter()
+                .map(|&i| (i, self.job_until(&self.pending[i])))
+                .min_by_key(|(_, (until, _))| *until)
+            else {
+                return;
+            };
+            let ids: Vec<JobId> = self.pending.iter().map(|j| j.id).collect();
+            let ended = self.backend.wait_jobs(&ids, until);
+            let some_ended = !ended.is_empty();
+            for (id, result) in ended {
+                self.settle(id, result);
+            }
+            if some_ended {
+                if matches!(awaited, Awaited::Any) {
+                    return;
+                }
+                continue;
+            }
+            if Instant::now() >= until {
+                let job = self.pending[first].clone();
+                let what = self.backend.abandon(job.id, why != GiveUp::Interrupted);
+                let error = why.error(&job, self.guard.timeout, &what);
+                self.settle(job.id, Err(error));
+                if matches!(awaited, Awaited::Any) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Completes the record of the call that queued `id` with how its job
+    /// ended, and keeps that for the unit's next `status`.
+    fn settle(&mut self, id: JobId, result: JobResult) {
+        let Some(at) = self.pending.iter().position(|j| j.id == id) else {
+            return;
+        };
+        let job = self.pending.remove(at);
+        tracing::debug!(
+            operation = job.operation.verb(),
+            service = job.unit,
+            ms = crate::text::millis(job.submitted.elapsed()),
+            error = result.as_ref().err().map(ProviderError::message),
+            "job ended"
+        );
+        if let Some(call) = self.calls.get_mut(job.record) {
+            call.outcome = result.as_ref().err().map_or(Outcome::Ok, Outcome::of);
+            call.error = result.as_ref().err().map(|e| e.message().to_owned());
+            call.duration = job.submitted.elapsed();
+        }
+        self.ended.insert(
+            job.unit,
+            JobOutcome {
+                operation: job.operation,
+                error: result.err(),
+            },
+        );
+    }
+
+    /// Makes `change` on `unit`, waiting first for a slot (and for a job of
+    /// the same unit); a queued job is followed, or, with `jobs = 1`,
+    /// awaited here.
+    fn submit(
+        &mut self,
+        operation: Operation,
+        change: Change,
+        unit: &CheckedName,
+        name: &str,
+    ) -> Result<Progress, ProviderError> {
+        if change.is_job() {
+            self.wait_for(Awaited::Unit(unit.as_str()));
+            while self.pending.len() >= self.guard.jobs.max(1) {
+                self.wait_for(Awaited::Any);
+            }
+        }
+        let started = Instant::now();
+        let result = self.backend.change(change, unit, &self.budget());
+        self.record(
+            Call::Guest(operation),
+            Some(name),
+            started,
+            result.as_ref().err(),
+        );
+        self.enablement_changed |= result.is_ok() && change.is_enablement();
+        let id = match result? {
+            Applied::Done => return Ok(Progress::Finished),
+            Applied::Queued(id) => id,
+        };
+        self.pending.push(PendingJob {
+            id,
+            unit: unit.as_str().to_owned(),
+            operation,
+            record: self.calls.len() - 1,
+            submitted: started,
+        });
+        if self.guard.jobs > 1 {
+            return Ok(Progress::Queued);
+        }
+        self.wait_for(Awaited::Unit(unit.as_str()));
+        match self.ended.remove(unit.as_str()).and_then(|o| o.error) {
+            Some(error) => Err(error),
+            None => Ok(Progress::Finished),
+        }
+    }
+}
+
+/// Why a pending job was given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GiveUp {
+    /// The per-command timeout, counted from its submission: cancelled.
+    Timeout,
+    /// The run's wall-clock limit: cancelled.
+    Deadline,
+    /// The run was interrupted and its grace is over: left to systemd.
+    Interrupted,
+}
+
+impl GiveUp {
+    fn error(self, job: &PendingJob, timeout: Duration, what: &str) -> ProviderError {
+        let (verb, unit) = (job.operation.verb(), &job.unit);
+        let why = match self {
+            GiveUp::Timeout => format!(
+                "its job did not end within {} (the provider timeout)",
+                humantime::format_duration(timeout)
+            ),
+            GiveUp::Deadline => "its job had not ended at the run's wall-clock limit".to_owned(),
+            GiveUp::Interrupted => format!(
+                "its job had not ended {}s after the run was interrupted",
+                crate::interrupt::GRACE.as_secs()
+            ),
+        };
+        ProviderError::TimedOut(format!("{verb} {unit}: {why}; {what}"))
+    }
+}
+
 impl<B: Backend> Provider for Guarded<B> {
     fn name(&self) -> &'static str {
         self.backend.name()
@@ -166,9 +373,16 @@ impl<B: Backend> Provider for Guarded<B> {
         // The clock starts after `admit`, which may make the run's one
         // daemon-reload: that is recorded as its own call.
         let admitted = self.admit(name);
+        if let Ok(unit) = &admitted {
+            self.wait_for(Awaited::Unit(unit.as_str()));
+        }
         let started = Instant::now();
         let budget = self.budget();
-        let result = admitted.and_then(|unit| self.backend.status(&unit, &budget));
+        let result = admitted.and_then(|unit| {
+            let mut status = self.backend.status(&unit, &budget)?;
+            status.job = self.ended.remove(unit.as_str());
+            Ok(status)
+        });
         let call = self.record(
             Call::Guest(Operation::Status),
             Some(name),
@@ -184,35 +398,29 @@ impl<B: Backend> Provider for Guarded<B> {
         result
     }
 
-    fn mutate(&mut self, operation: Operation, name: &str) -> Result<(), ProviderError> {
+    fn mutate(&mut self, operation: Operation, name: &str) -> Result<Progress, ProviderError> {
         let change = Change::of(operation).expect("mutate is never asked for status");
-        let admitted = self.admit(name);
         let started = Instant::now();
-        let budget = self.budget();
-        let result = admitted.and_then(|unit| {
-            if self.guard.noop {
-                return Err(ProviderError::Denied(format!(
-                    "{operation} {unit} refused: this is a noop run"
-                )));
+        let refused = match self.admit(name) {
+            Ok(unit) if !self.guard.noop => return self.submit(operation, change, &unit, name),
+            Ok(unit) => {
+                ProviderError::Denied(format!("{operation} {unit} refused: this is a noop run"))
             }
-            self.backend.change(change, &unit, &budget)?;
-            self.enablement_changed |= change.is_enablement();
-            Ok(())
-        });
-        self.record(
-            Call::Guest(operation),
-            Some(name),
-            started,
-            result.as_ref().err(),
-        );
-        result
+            Err(e) => e,
+        };
+        self.record(Call::Guest(operation), Some(name), started, Some(&refused));
+        Err(refused)
     }
 
     fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = Some(deadline);
     }
 
+    /// Every job still pending is awaited first (within its time), so
+    /// that each record says how its job ended.
     fn take_calls(&mut self) -> Vec<CallRecord> {
+        self.wait_for(Awaited::All);
+        self.ended.clear();
         std::mem::take(&mut self.calls)
     }
 
@@ -224,6 +432,7 @@ impl<B: Backend> Provider for Guarded<B> {
     /// so that systemd's view of the links (`list-dependencies`, `show`)
     /// catches up. None in a noop run, none when nothing changed.
     fn finish(&mut self) -> Result<(), ProviderError> {
+        self.wait_for(Awaited::All);
         if !self.enablement_changed || self.guard.noop {
             return Ok(());
         }
@@ -231,3 +440,7 @@ impl<B: Backend> Provider for Guarded<B> {
         self.daemon_reload()
     }
 }
+
+#[cfg(test)]
+#[path = "guard_jobs_tests.rs"]
+mod jobs_tests;

@@ -6,17 +6,20 @@ pub mod allow;
 pub mod backend;
 pub mod dbus;
 pub mod guard;
+pub mod job_result;
+pub mod jobs;
 pub mod parse;
 pub mod runner;
 pub mod systemctl;
 pub mod systemd;
+pub mod unit_files;
 pub mod unit_name;
 
 use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
 
-use crate::contract::{ErrorKind, Operation, ProviderError, ServiceStatus};
+use crate::contract::{ErrorKind, Operation, Progress, ProviderError, ServiceStatus};
 pub use allow::UnitAllowlist;
 pub use systemd::{StatusVia, SystemdConfig, SystemdProvider};
 
@@ -29,8 +32,9 @@ pub trait Provider: Send {
     /// `None` when the provider can work; otherwise why not.
     fn unavailable_reason(&self) -> Option<&str>;
     fn status(&mut self, name: &str) -> Result<ServiceStatus, ProviderError>;
-    /// Runs one of the five mutating operations.
-    fn mutate(&mut self, operation: Operation, name: &str) -> Result<(), ProviderError>;
+    /// Runs one of the five mutating operations: to its end, or, for a job
+    /// systemd runs beside others, to its queueing (`status` then waits).
+    fn mutate(&mut self, operation: Operation, name: &str) -> Result<Progress, ProviderError>;
     /// No command may run past `deadline` (the run's wall-clock limit).
     fn set_deadline(&mut self, deadline: Instant);
     /// The calls recorded so far, leaving none: several policies share one

@@ -9,16 +9,18 @@
 //! run, timed and recorded by the guard layer over it (`guard`), which also
 //! makes the run's reloads.
 
-use std::path::PathBuf;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use super::backend::{locked, Backend, Budget, Change};
-use super::dbus::{DbusError, DbusStatus};
+use super::backend::{locked, Applied, Backend, Budget, Change, JobId, JobResult};
+use super::dbus::{DbusError, SystemdBus};
 use super::guard::{Guard, Guarded};
+use super::jobs::JobWatch;
 use super::parse::{read_is_active, read_is_enabled, Word};
 use super::runner::{CommandOutput, CommandRunner};
 use super::systemctl::Systemctl;
 use super::unit_name::mangle;
+use super::{job_result, unit_files};
 use crate::contract::{ProviderError, ServiceStatus};
 use crate::service_name::CheckedName;
 
@@ -35,6 +37,8 @@ pub struct SystemdConfig {
     pub allow: Option<super::UnitAllowlist>,
     /// How status is read.
     pub status_via: StatusVia,
+    /// How many jobs of this run may be pending at once.
+    pub jobs: usize,
 }
 
 /// How `status` reads a unit's state.
@@ -56,6 +60,7 @@ impl Guarded<SystemdBackend> {
             allow: config.allow,
             noop: config.noop,
             timeout: config.timeout,
+            jobs: config.jobs,
         };
         let backend = SystemdBackend::new(
             Systemctl::new(config.systemctl, runner),
@@ -70,13 +75,23 @@ impl Guarded<SystemdBackend> {
 /// `SYSTEM_SYSVINIT_PATH`).
 const SYSV_INIT_DIR: &str = "/etc/init.d";
 
-/// Talks to systemd: with systemctl, and for status over D-Bus while it works.
+/// Talks to systemd: over D-Bus while the system bus works (status, jobs,
+/// unit files), with systemctl otherwise.
 pub struct SystemdBackend {
     systemctl: Systemctl,
-    /// Status over D-Bus, while it works.
-    dbus: Option<DbusStatus>,
-    /// Why status is read with systemctl, when it is.
+    /// The system bus, while it works.
+    dbus: Option<SystemdBus>,
+    /// The jobs queued over the bus, once the first one is.
+    jobs: Option<JobWatch>,
+    /// Why systemd is asked with systemctl, when it is.
     status_note: Option<String>,
+    timeout: Duration,
+}
+
+/// systemd's error answer over D-Bus.
+struct Refusal {
+    name: String,
+    message: String,
 }
 
 impl SystemdBackend {
@@ -84,7 +99,7 @@ impl SystemdBackend {
         let (dbus, status_note) = match (status_via, systemctl.unavailable_reason()) {
             (StatusVia::Systemctl, _) => (None, Some("provider = \"systemctl\"".to_owned())),
             (StatusVia::Auto, Some(_)) => (None, None),
-            (StatusVia::Auto, None) => match DbusStatus::connect(timeout) {
+            (StatusVia::Auto, None) => match SystemdBus::connect(timeout) {
                 Ok(dbus) => (Some(dbus), None),
                 Err(why) => (None, Some(why)),
             },
@@ -95,7 +110,9 @@ impl SystemdBackend {
         Self {
             systemctl,
             dbus,
+            jobs: None,
             status_note,
+            timeout,
         }
     }
 
@@ -114,10 +131,10 @@ impl SystemdBackend {
     ) -> Result<CommandOutput, ProviderError> {
         if let Some(unit) = self.dbus.as_ref().and_then(|_| mangle(service.as_str())) {
             // `None`: the bus failed, and systemctl answers instead.
-            if let Some(output) =
-                self.over_dbus(time, |dbus, timeout| dbus.is_active(&unit, timeout))?
-            {
-                return Ok(output);
+            if let Some(output) = self.over_dbus(time, "status", |dbus, _, timeout| {
+                dbus.is_active(&unit, timeout)
+            })? {
+                return output.map_err(Refusal::status_error);
             }
         }
         self.systemctl
@@ -133,14 +150,11 @@ impl SystemdBackend {
         time: &Budget,
     ) -> Result<CommandOutput, ProviderError> {
         if let Some(unit) = self.dbus.as_ref().and_then(|_| mangle(service.as_str())) {
-            if let Some(output) =
-                self.over_dbus(time, |dbus, timeout| dbus.is_enabled(&unit, timeout))?
-            {
-                let sysv = output.stdout.trim() == "generated"
-                    && unit.strip_suffix(".service").is_some_and(|base| {
-                        std::path::Path::new(SYSV_INIT_DIR).join(base).exists()
-                    });
-                if !sysv {
+            if let Some(output) = self.over_dbus(time, "status", |dbus, _, timeout| {
+                dbus.is_enabled(&unit, timeout)
+            })? {
+                let output = output.map_err(Refusal::status_error)?;
+                if !(output.stdout.trim() == "generated" && has_sysv_script(&unit)) {
                     return Ok(output);
                 }
             }
@@ -149,31 +163,187 @@ impl SystemdBackend {
             .output(&["is-enabled", "--system", "--", service.as_str()], time)
     }
 
-    /// Asks over D-Bus under the global lock, within the time budget. `None`
-    /// when the bus failed: it is then dropped for the rest of the run (with
-    /// a warning), and the caller asks systemctl, so a bus restart costs no
-    /// wrong answer.
-    fn over_dbus(
+    /// Asks over D-Bus under the global lock, within the time budget: the
+    /// answer, or systemd's refusal. `None` when the bus failed: it is then
+    /// dropped for the rest of the run (with a warning), and the caller asks
+    /// systemctl, so a bus restart costs no wrong answer.
+    fn over_dbus<T>(
         &mut self,
         time: &Budget,
-        ask: impl FnOnce(&DbusStatus, Duration) -> Result<CommandOutput, DbusError>,
-    ) -> Result<Option<CommandOutput>, ProviderError> {
-        let timeout = time.now("status over D-Bus")?;
+        what: &str,
+        ask: impl FnOnce(&SystemdBus, &mut Option<JobWatch>, Duration) -> Result<T, DbusError>,
+    ) -> Result<Option<Result<T, Refusal>>, ProviderError> {
+        let timeout = time.now(&format!("{what} over D-Bus"))?;
         let Some(dbus) = &self.dbus else {
             return Ok(None);
         };
-        match locked(|| ask(dbus, timeout)) {
-            Ok(output) => Ok(Some(output)),
-            Err(DbusError::Reply { name, message }) => Err(ProviderError::CommandFailed(format!(
-                "systemd answered over D-Bus: {name}: {message}"
-            ))),
+        let jobs = &mut self.jobs;
+        match locked(|| ask(dbus, jobs, timeout)) {
+            Ok(answer) => Ok(Some(Ok(answer))),
+            Err(DbusError::Reply { name, message }) => Ok(Some(Err(Refusal { name, message }))),
             Err(DbusError::Transport(why)) => {
-                tracing::warn!("status over D-Bus failed ({why}); reading status with systemctl for the rest of this run");
-                self.dbus = None;
-                self.status_note = Some(format!("D-Bus failed during the run: {why}"));
+                self.drop_bus(&format!("{what} over D-Bus failed ({why})"));
                 Ok(None)
             }
         }
+    }
+
+    /// Stops using the bus for the rest of the run.
+    fn drop_bus(&mut self, why: &str) {
+        tracing::warn!("{why}; systemd is asked with systemctl for the rest of this run");
+        self.dbus = None;
+        self.jobs = None;
+        self.status_note = Some(format!("D-Bus failed during the run: {why}"));
+    }
+
+    /// Whether `unit` (mangled) is a SysV init script's, which systemctl
+    /// enables and disables with `systemd-sysv-install`: a script in
+    /// /etc/init.d and no native unit file (only the generated one).
+    fn is_sysv(&mut self, unit: &str, time: &Budget) -> Result<bool, ProviderError> {
+        if !has_sysv_script(unit) {
+            return Ok(false);
+        }
+        let state = self.over_dbus(time, "enable", |dbus, _, timeout| {
+            dbus.is_enabled(unit, timeout)
+        })?;
+        Ok(match state {
+            Some(Ok(output)) => matches!(output.stdout.trim(), "generated" | ""),
+            Some(Err(_)) | None => true,
+        })
+    }
+
+    /// Queues `change` (a job) over the bus; `None` when systemctl is to
+    /// make it instead.
+    fn job_over_dbus(
+        &mut self,
+        change: Change,
+        unit: &str,
+        time: &Budget,
+    ) -> Result<Option<JobId>, ProviderError> {
+        let queued = self.over_dbus(time, change.verb(), |dbus, jobs, timeout| {
+            if jobs.is_none() {
+                *jobs = Some(JobWatch::subscribe(dbus, timeout)?);
+            }
+            let jobs = jobs.as_mut().expect("just subscribed");
+            jobs.submit(dbus, change, unit, timeout)
+        })?;
+        match queued {
+            None => Ok(None),
+            Some(Ok(id)) => Ok(Some(id)),
+            Some(Err(refusal)) => Err(refusal.change_error(change, unit)),
+        }
+    }
+
+    /// `EnableUnitFiles`, or `DisableUnitFiles` then, when the unit still
+    /// reads `enabled-runtime`, `DisableUnitFiles` with `runtime`; `None`
+    /// when systemctl is to make it instead (no bus, a SysV script).
+    fn unit_files_over_dbus(
+        &mut self,
+        change: Change,
+        unit: &str,
+        time: &Budget,
+    ) -> Result<Option<()>, ProviderError> {
+        if self.dbus.is_none() || self.is_sysv(unit, time)? {
+            return Ok(None);
+        }
+        let verb = change.verb();
+        let answer = self.over_dbus(time, verb, |dbus, _, timeout| {
+            if change == Change::Enable {
+                let enabled = unit_files::enable(dbus, unit, timeout)?;
+                if enabled.linked() || !enabled.carries_install_info {
+                    return Ok(Ok(()));
+                }
+                // No link made: right only when its links were there.
+                let word = dbus.is_enabled(unit, timeout)?.stdout.trim().to_owned();
+                if read_is_enabled(
+                    unit,
+                    &super::runner::CommandOutput {
+                        code: Some(0),
+                        stdout: format!("{word}\n"),
+                        stderr: String::new(),
+                    },
+                )
+                .is_ok_and(|w| w.counts)
+                {
+                    return Ok(Ok(()));
+                }
+                let changes: Vec<String> =
+                    enabled.changes.iter().map(ToString::to_string).collect();
+                return Ok(Err(ProviderError::CommandFailed(format!(
+                    "enable {unit}: systemd made none of its links (EnableUnitFiles reported {}); \
+                     systemctl is-enabled says {word:?}",
+                    if changes.is_empty() {
+                        "no change".to_owned()
+                    } else {
+                        changes.join(", ")
+                    }
+                ))));
+            }
+            unit_files::disable(dbus, unit, false, timeout)?;
+            // Only the word itself counts; anything else (the unit gone, an
+            // error) leaves the verification to the guest.
+            let left = dbus
+                .is_enabled(unit, timeout)
+                .map(|o| o.stdout.trim().to_owned());
+            if left.is_ok_and(|word| word == "enabled-runtime") {
+                unit_files::disable(dbus, unit, true, timeout)?;
+            }
+            Ok(Ok(()))
+        })?;
+        match answer {
+            None => Ok(None),
+            Some(Ok(result)) => result.map(Some),
+            Some(Err(refusal)) => Err(refusal.change_error(change, unit)),
+        }
+    }
+
+    /// How a job that ended `end` went: its error unless it was `done`,
+    /// explained with the unit's `Result` as systemctl explains it.
+    fn job_result(&mut self, change: Change, end: &super::jobs::JobEnd) -> JobResult {
+        let unit_result = if job_result::needs_unit_result(&end.result, &end.unit) {
+            let unit = end.unit.clone();
+            self.over_dbus(
+                &Budget {
+                    timeout: self.timeout,
+                    deadline: None,
+                },
+                "the unit's result",
+                |dbus, _, timeout| dbus.service_result(&unit, timeout),
+            )
+            .ok()
+            .flatten()
+            .and_then(Result::ok)
+        } else {
+            None
+        };
+        job_result::outcome(change, &end.result, &end.unit, unit_result.as_deref())
+    }
+}
+
+/// Whether /etc/init.d has a script for `unit` (mangled, `NAME.service`).
+fn has_sysv_script(unit: &str) -> bool {
+    unit.strip_suffix(".service")
+        .is_some_and(|base| Path::new(SYSV_INIT_DIR).join(base).exists())
+}
+
+impl Refusal {
+    /// A refusal of a status question.
+    fn status_error(self) -> ProviderError {
+        ProviderError::CommandFailed(format!(
+            "systemd answered over D-Bus: {}: {}",
+            self.name, self.message
+        ))
+    }
+
+    /// A refusal of a change, worded as systemctl words it ("Failed to
+    /// start web.service: Unit web.service not found.").
+    fn change_error(self, change: Change, unit: &str) -> ProviderError {
+        ProviderError::CommandFailed(format!(
+            "{} over D-Bus failed: Failed to {} {unit}: {}",
+            job_result::method(change),
+            change.verb(),
+            self.message
+        ))
     }
 }
 
@@ -206,6 +376,8 @@ impl Backend for SystemdBackend {
             running: active.counts,
             active_word: active.word.to_owned(),
             enabled_word: enabled.word.to_owned(),
+            // The guard adds how a queued job ended.
+            job: None,
         })
     }
 
@@ -218,6 +390,69 @@ impl Backend for SystemdBackend {
     /// --runtime --no-reload --system -- NAME` follows. This is what the
     /// contract's `disable` means; whether to disable is the guest's call.
     fn change(
+        &mut self,
+        change: Change,
+        unit: &CheckedName,
+        time: &Budget,
+    ) -> Result<Applied, ProviderError> {
+        if let Some(mangled) = self.dbus.as_ref().and_then(|_| mangle(unit.as_str())) {
+            if change.is_job() {
+                if let Some(job) = self.job_over_dbus(change, &mangled, time)? {
+                    return Ok(Applied::Queued(job));
+                }
+            } else if self.unit_files_over_dbus(change, &mangled, time)?.is_some() {
+                return Ok(Applied::Done);
+            }
+        }
+        self.change_with_systemctl(change, unit, time)?;
+        Ok(Applied::Done)
+    }
+
+    fn wait_jobs(&mut self, jobs: &[JobId], until: Instant) -> Vec<(JobId, JobResult)> {
+        let lost = |why: &str| {
+            ProviderError::CommandFailed(format!(
+                "the system bus failed while the job was pending ({why}); how it ended is not known"
+            ))
+        };
+        let (Some(dbus), Some(watch)) = (&self.dbus, &mut self.jobs) else {
+            return jobs.iter().map(|id| (*id, Err(lost("no bus")))).collect();
+        };
+        match watch.wait(dbus, jobs, until) {
+            Ok(ended) => ended
+                .into_iter()
+                .map(|(id, (change, end))| (id, self.job_result(change, &end)))
+                .collect(),
+            Err(e) => {
+                let why = match e {
+                    DbusError::Transport(why) => why,
+                    DbusError::Reply { name, message } => format!("{name}: {message}"),
+                };
+                self.drop_bus(&format!("waiting for jobs over D-Bus failed ({why})"));
+                jobs.iter().map(|id| (*id, Err(lost(&why)))).collect()
+            }
+        }
+    }
+
+    fn abandon(&mut self, job: JobId, cancel: bool) -> String {
+        let (Some(dbus), Some(watch)) = (&self.dbus, &mut self.jobs) else {
+            return "the system bus is gone".to_owned();
+        };
+        if cancel {
+            locked(|| watch.cancel(dbus, job, self.timeout))
+        } else {
+            watch.forget(job);
+            "the job was left queued (not cancelled)".to_owned()
+        }
+    }
+
+    fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError> {
+        self.systemctl.change(&["daemon-reload"], time)
+    }
+}
+
+impl SystemdBackend {
+    /// The design's commands for `change`.
+    fn change_with_systemctl(
         &mut self,
         change: Change,
         unit: &CheckedName,
@@ -251,10 +486,6 @@ impl Backend for SystemdBackend {
             }
         }
         Ok(())
-    }
-
-    fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError> {
-        self.systemctl.change(&["daemon-reload"], time)
     }
 }
 
@@ -336,6 +567,7 @@ mod tests {
                 noop,
                 allow,
                 status_via: StatusVia::Systemctl,
+                jobs: 1,
             },
             Box::new(runner.clone()),
         )
@@ -357,6 +589,7 @@ mod tests {
                 running: false,
                 active_word: "inactive".into(),
                 enabled_word: "disabled".into(),
+                job: None,
             }
         );
         p.mutate(Operation::Start, "web").unwrap();
@@ -666,6 +899,7 @@ mod tests {
                 noop: false,
                 allow: None,
                 status_via: StatusVia::Systemctl,
+                jobs: 1,
             },
             Box::new(runner.clone()),
         );

@@ -14,7 +14,7 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::contract::{self, service_provider, types, Operation, ProviderError};
+use crate::contract::{self, service_provider, types, Operation, Progress, ProviderError};
 use crate::limits::{LimitExceeded, Limits};
 use crate::provider::Provider;
 pub use cache::{CacheOutcome, CompileCache};
@@ -76,7 +76,7 @@ impl HostState {
         Ok(result)
     }
 
-    fn mutate(&mut self, operation: Operation, name: String) -> HostResult<()> {
+    fn mutate(&mut self, operation: Operation, name: String) -> HostResult<Progress> {
         self.call(|p| p.mutate(operation, &name))
     }
 }
@@ -86,24 +86,24 @@ impl service_provider::Host for HostState {
         self.call(|p| p.status(&name))
     }
 
-    fn start(&mut self, name: String) -> HostResult<()> {
+    fn start(&mut self, name: String) -> HostResult<Progress> {
         self.mutate(Operation::Start, name)
     }
 
-    fn stop(&mut self, name: String) -> HostResult<()> {
+    fn stop(&mut self, name: String) -> HostResult<Progress> {
         self.mutate(Operation::Stop, name)
     }
 
-    fn restart(&mut self, name: String) -> HostResult<()> {
+    fn restart(&mut self, name: String) -> HostResult<Progress> {
         self.mutate(Operation::Restart, name)
     }
 
     fn enable(&mut self, name: String) -> HostResult<()> {
-        self.mutate(Operation::Enable, name)
+        Ok(self.mutate(Operation::Enable, name)?.map(|_| ()))
     }
 
     fn disable(&mut self, name: String) -> HostResult<()> {
-        self.mutate(Operation::Disable, name)
+        Ok(self.mutate(Operation::Disable, name)?.map(|_| ()))
     }
 }
 
@@ -431,9 +431,10 @@ mod tests {
                 running: true,
                 active_word: "active".to_owned(),
                 enabled_word: "disabled".to_owned(),
+                job: None,
             })
         }
-        fn mutate(&mut self, _: Operation, name: &str) -> Result<(), ProviderError> {
+        fn mutate(&mut self, _: Operation, name: &str) -> Result<Progress, ProviderError> {
             *self.calls.lock().unwrap() += 1;
             std::thread::sleep(self.delay);
             Err(ProviderError::not_found(name))

@@ -11,8 +11,8 @@
 
 use super::declare::{settings, Setting};
 use super::value::{
-    AnyPath, Bytes, Choice, Count, Hosts, Mebibytes, OptionalPath, Patterns, Prefixes, Seconds,
-    Words,
+    AnyPath, Bytes, Choice, Count, Hosts, Jobs, Mebibytes, OptionalPath, Patterns, Prefixes,
+    Seconds, Words,
 };
 use crate::provider::StatusVia;
 
@@ -36,7 +36,8 @@ settings! {
             key: "limits.systemctl_timeout_secs",
             value_name: "SECS",
             default: Some("90"),
-            help: "The longest one systemctl command may take, in seconds",
+            help: "The longest one exchange with systemd (a systemctl command, a D-Bus call) may \
+                   take, and a start, stop or restart job from its submission to its end, in seconds",
         }
         cpu_time: Seconds {
             flag: "cpu-time",
@@ -132,9 +133,18 @@ settings! {
             key: "provider",
             value_name: "auto|systemctl",
             default: Some("auto"),
-            help: "How status is read: auto (over D-Bus when the system bus and systemd on it \
-                   answer, else with systemctl) or systemctl (always `systemctl is-active` and \
-                   `is-enabled`); changes are always made with systemctl",
+            help: "How systemd is asked: auto (over D-Bus when the system bus and systemd on it \
+                   answer: status, jobs on systemd's job engine, unit files; else with systemctl) \
+                   or systemctl (always the design's systemctl commands, one job at a time)",
+        }
+        jobs: Jobs {
+            flag: "jobs",
+            key: "jobs",
+            value_name: "N",
+            default: Some("64"),
+            help: "How many start, stop and restart jobs of a run may be pending at once on \
+                   systemd's job engine (over D-Bus); 1 waits for each job before the next call, \
+                   as systemctl does",
         }
     }
 

@@ -31,6 +31,8 @@ pub struct RunSettings {
     pub systemctl_timeout: Duration,
     /// `provider`: `auto` or `systemctl`.
     pub status_via: StatusVia,
+    /// How many jobs may be pending at once.
+    pub jobs: usize,
     pub allow: Option<UnitAllowlist>,
     pub lock_file: PathBuf,
     pub lock_timeout: Duration,
@@ -59,6 +61,7 @@ impl RunSettings {
             },
             systemctl_timeout: values.systemctl_timeout,
             status_via: values.provider,
+            jobs: values.jobs,
             allow,
             lock_file: values.lock_file,
             lock_timeout: values.lock_timeout,

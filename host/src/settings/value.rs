@@ -21,6 +21,8 @@ const MAX_MEMORY_MIB: u64 = 1 << 20;
 const MAX_TEXT_BYTES: u64 = 1 << 30;
 /// The most provider calls one run may be given.
 const MAX_CALLS: u64 = 1_000_000_000;
+/// The most jobs a run may keep pending at once.
+const MAX_JOBS: u64 = 4096;
 
 /// What kind of value a setting takes, as host.toml's template shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +33,7 @@ pub enum Kind {
     Mebibytes,
     /// Bytes, a whole number from 1 to 1 GiB.
     Bytes,
-    /// A whole number from 1 to a billion.
+    /// A whole number from 1 to the setting's maximum.
     Count,
     /// A path.
     Path,
@@ -260,6 +262,19 @@ impl Value for Count {
     const ACTION: ArgAction = ArgAction::Set;
     fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<u64> {
         whole(setting, given, file, MAX_CALLS, "calls")
+    }
+}
+
+/// How many jobs may be pending at once: a whole number from 1 to 4096.
+pub struct Jobs;
+
+impl Value for Jobs {
+    type Out = usize;
+    const KIND: Kind = Kind::Count;
+    const ACTION: ArgAction = ArgAction::Set;
+    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<usize> {
+        let jobs = whole(setting, given, file, MAX_JOBS, "jobs")?;
+        Ok(usize::try_from(jobs).expect("at most 4096"))
     }
 }
 

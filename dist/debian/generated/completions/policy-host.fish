@@ -48,7 +48,7 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l metrics 
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l trusted-key -d 'A trusted public key file (minisign format). Repeatable. When none is given, every *.pub file in --trusted-keys-dir is trusted' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l trusted-keys-dir -d 'The system directory of trusted *.pub keys, used when no --trusted-key is given [default: /etc/policy-host/trusted-keys]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l config -d 'The host configuration file: every setting of the host by its key [default: /etc/policy-host/host.toml, when it exists]' -r -F
-complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l systemctl-timeout -d 'The longest one systemctl command may take, in seconds [default: 90]' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l systemctl-timeout -d 'The longest one exchange with systemd (a systemctl command, a D-Bus call) may take, and a start, stop or restart job from its submission to its end, in seconds [default: 90]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l cpu-time -d 'Guest CPU time per run, in seconds (host calls excluded) [default: 10]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l memory-limit -d 'Guest memory, in MiB [default: 64]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l call-budget -d 'Provider calls per run [default: 10000]' -r
@@ -61,7 +61,8 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l lock-tim
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l state-dir -d 'Where the host keeps what it must remember between runs (root-only): the newest signed version of each policy and settings file accepted, for rollback protection [default: /var/lib/policy-host]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l cache-dir -d 'Where compiled policies are cached (root-only; unsafe entries are ignored and rebuilt) [default: /var/cache/policy-host]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l watch-path -d 'A directory below which file# subscriptions are read (never /proc, /sys, /dev or /run); repeatable, adds to the configuration file\'s; without any, /etc, /opt, /srv and /usr [default: /etc,/opt,/srv,/usr]' -r -f -a "(__fish_complete_directories)"
-complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l provider -d 'How status is read: auto (over D-Bus when the system bus and systemd on it answer, else with systemctl) or systemctl (always `systemctl is-active` and `is-enabled`); changes are always made with systemctl [default: auto]' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l provider -d 'How systemd is asked: auto (over D-Bus when the system bus and systemd on it answer: status, jobs on systemd\'s job engine, unit files; else with systemctl) or systemctl (always the design\'s systemctl commands, one job at a time) [default: auto]' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l jobs -d 'How many start, stop and restart jobs of a run may be pending at once on systemd\'s job engine (over D-Bus); 1 waits for each job before the next call, as systemctl does [default: 64]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l registry-ca -d 'A PEM file of certificate authorities trusted for registries, besides the system\'s' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l insecure-registry -d 'A registry spoken to over plain HTTP, without TLS (a test or an isolated network only); repeatable, adds to the configuration file\'s' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l registry-timeout -d 'The longest one registry request may take, in seconds (never past the run\'s wall clock) [default: 30]' -r
@@ -91,7 +92,7 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand sign" -l log-for
 json\t''"
 complete -c policy-host -n "__fish_policy_host_using_subcommand sign" -l log-level -d 'The least severe diagnostics shown (error, warn, info, debug, trace); RUST_LOG overrides it' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand sign" -s h -l help -d 'Print help'
-complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l systemctl-timeout -d 'The longest one systemctl command may take, in seconds [default: 90]' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l systemctl-timeout -d 'The longest one exchange with systemd (a systemctl command, a D-Bus call) may take, and a start, stop or restart job from its submission to its end, in seconds [default: 90]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l cpu-time -d 'Guest CPU time per run, in seconds (host calls excluded) [default: 10]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l memory-limit -d 'Guest memory, in MiB [default: 64]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l call-budget -d 'Provider calls per run [default: 10000]' -r
@@ -104,7 +105,8 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l lock-
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l state-dir -d 'Where the host keeps what it must remember between runs (root-only): the newest signed version of each policy and settings file accepted, for rollback protection [default: /var/lib/policy-host]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l cache-dir -d 'Where compiled policies are cached (root-only; unsafe entries are ignored and rebuilt) [default: /var/cache/policy-host]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l watch-path -d 'A directory below which file# subscriptions are read (never /proc, /sys, /dev or /run); repeatable, adds to the configuration file\'s; without any, /etc, /opt, /srv and /usr [default: /etc,/opt,/srv,/usr]' -r -f -a "(__fish_complete_directories)"
-complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l provider -d 'How status is read: auto (over D-Bus when the system bus and systemd on it answer, else with systemctl) or systemctl (always `systemctl is-active` and `is-enabled`); changes are always made with systemctl [default: auto]' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l provider -d 'How systemd is asked: auto (over D-Bus when the system bus and systemd on it answer: status, jobs on systemd\'s job engine, unit files; else with systemctl) or systemctl (always the design\'s systemctl commands, one job at a time) [default: auto]' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l jobs -d 'How many start, stop and restart jobs of a run may be pending at once on systemd\'s job engine (over D-Bus); 1 waits for each job before the next call, as systemctl does [default: 64]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l config -d 'The host configuration file [default: /etc/policy-host/host.toml, when it exists]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"

@@ -87,6 +87,7 @@ impl<'a> Session<'a> {
                 noop: args.noop,
                 allow: settings.allow.clone(),
                 status_via: settings.status_via,
+                jobs: settings.jobs,
             },
             Box::new(ProcessRunner),
         ));

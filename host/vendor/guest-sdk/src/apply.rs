@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use crate::policy::{Policy, ValidService};
-use crate::provider::{Provider, ProviderError, ServiceStatus};
+use crate::provider::{Progress, Provider, ProviderError, ServiceStatus};
 use crate::report::{noop_message, Action, Event, FinalState, Report, RequestedState};
 use crate::resource_ref::ResourceRef;
 use crate::service::Ensure;
@@ -83,6 +83,12 @@ impl RunOptions {
 /// The policy is validated first; if it is invalid nothing is queried or
 /// changed and the report carries the problems. Resources are then applied
 /// in declaration order; one failing resource does not stop the others.
+///
+/// A start, stop or restart the host queues ([`Progress::Queued`]) runs
+/// beside the others: the resource is finished (its job awaited, its
+/// enablement changed, its state verified) after every resource has been
+/// begun, or earlier when a later resource subscribes to it, so that a
+/// refresh follows the job it depends on. Events keep declaration order.
 pub fn apply(policy: &Policy, provider: &mut dyn Provider, options: &RunOptions) -> Report {
     let services = match policy.validate() {
         Ok(services) => services,
@@ -98,16 +104,33 @@ pub fn apply(policy: &Policy, provider: &mut dyn Provider, options: &RunOptions)
         }
     }
 
-    let mut events = Vec::with_capacity(services.len());
+    let mut applying: Vec<Applying<'_>> = Vec::with_capacity(services.len());
     for service in &services {
+        // What it subscribes to must have ended before its trigger is known.
+        for earlier in applying
+            .iter_mut()
+            .filter(|a| a.is_queued() && service.subscribe.contains(&a.service.key()))
+        {
+            earlier.finish(provider);
+            if earlier.event.changed {
+                changed.insert(earlier.service.key());
+            }
+        }
         let resource = service.resource_ref().to_string();
         let watched = options.watched.iter().find(|w| w.resource == resource);
-        let event = apply_service(service, provider, options.noop, &changed, watched);
-        if event.changed {
+        let begun = Applying::begin(service, provider, options.noop, &changed, watched);
+        if !begun.is_queued() && begun.event.changed {
             changed.insert(service.key());
         }
-        events.push(event);
+        applying.push(begun);
     }
+    let events = applying
+        .into_iter()
+        .map(|mut a| {
+            a.finish(provider);
+            a.event
+        })
+        .collect();
     Report {
         events,
         errors: Vec::new(),
@@ -227,90 +250,161 @@ fn unreachable_enable(service: &ValidService, status: &ServiceStatus) -> Option<
     ))
 }
 
-fn apply_service(
-    service: &ValidService,
-    provider: &mut dyn Provider,
-    noop: bool,
-    changed: &HashSet<ResourceRef>,
-    watched: Option<&Watched>,
-) -> Event {
-    let mut event = Event {
-        resource: service.resource_ref().to_string(),
-        changed: false,
-        refreshed: false,
-        noop,
-        noop_message: None,
-        actions: Vec::new(),
-        failed: false,
-        errors: Vec::new(),
-        requested: RequestedState {
-            ensure: service.ensure,
-            enable: service.enable,
-        },
-        final_state: None,
-    };
+/// One resource being applied.
+struct Applying<'a> {
+    service: &'a ValidService,
+    event: Event,
+    /// A job of phase one is queued; `None` once the event is complete.
+    queued: Option<Queued>,
+}
 
-    // A subscribed file or package the host could not read: the service
-    // fails, and nothing is done to it (its trigger cannot be known).
-    if let Some(watched) = watched.filter(|w| !w.errors.is_empty()) {
-        let mut event = event;
-        event.failed = true;
-        event.errors.extend(watched.errors.iter().cloned());
-        return event;
+/// A phase-one job the host queued, and what follows it.
+struct Queued {
+    action: Action,
+    /// Phase two, made once the job ended well.
+    then: Option<Action>,
+}
+
+impl<'a> Applying<'a> {
+    fn is_queued(&self) -> bool {
+        self.queued.is_some()
     }
-    let status = match provider.status(&service.name) {
-        Ok(status) => status,
-        Err(e) => {
-            return fail(
-                event,
-                format!("status of {}: {}", service.name, e.message()),
-            )
+
+    /// Reads the service's state and makes its changes, up to a queued job.
+    fn begin(
+        service: &'a ValidService,
+        provider: &mut dyn Provider,
+        noop: bool,
+        changed: &HashSet<ResourceRef>,
+        watched: Option<&Watched>,
+    ) -> Self {
+        let mut applying = Self {
+            service,
+            event: Event {
+                resource: service.resource_ref().to_string(),
+                changed: false,
+                refreshed: false,
+                noop,
+                noop_message: None,
+                actions: Vec::new(),
+                failed: false,
+                errors: Vec::new(),
+                requested: RequestedState {
+                    ensure: service.ensure,
+                    enable: service.enable,
+                },
+                final_state: None,
+            },
+            queued: None,
+        };
+        let event = &mut applying.event;
+
+        // A subscribed file or package the host could not read: the service
+        // fails, and nothing is done to it (its trigger cannot be known).
+        if let Some(watched) = watched.filter(|w| !w.errors.is_empty()) {
+            event.failed = true;
+            event.errors.extend(watched.errors.iter().cloned());
+            return applying;
         }
-    };
-    let found = Observed::from(&status);
-    if let Some(why) = unreachable_enable(service, &status) {
-        event.final_state = Some(found.into());
-        return fail(event, why);
-    }
-    let watched_changed = |r: &ResourceRef| {
-        watched.is_some_and(|w| {
-            w.changed
-                .iter()
-                .any(|c| ResourceRef::parse(c).is_ok_and(|c| c.key() == *r))
-        })
-    };
-    let triggered = service
-        .subscribe
-        .iter()
-        .any(|r| changed.contains(r) || watched_changed(r));
-    let planned: Vec<Action> = running_action(service.ensure, found.ensure, triggered)
-        .into_iter()
-        .chain(enable_action(service.enable, found.enabled))
-        .collect();
-
-    event.refreshed = planned.contains(&Action::Restarted);
-    event.changed = !planned.is_empty();
-    if noop || planned.is_empty() {
-        event.noop_message = if noop { noop_message(&planned) } else { None };
-        event.actions = planned;
-        event.final_state = Some(found.into());
-        return event;
-    }
-
-    for action in planned {
-        if let Err(e) = provider.mutate(action.operation(), &service.name) {
-            event.refreshed &= event.actions.contains(&Action::Restarted);
-            event.changed = !event.actions.is_empty();
-            failed_call(&mut event, action, service, &e);
-            break;
+        let status = match provider.status(&service.name) {
+            Ok(status) => status,
+            Err(e) => {
+                fail(event, format!("status of {}: {}", service.name, e.message()));
+                return applying;
+            }
+        };
+        let found = Observed::from(&status);
+        if let Some(why) = unreachable_enable(service, &status) {
+            event.final_state = Some(found.into());
+            fail(event, why);
+            return applying;
         }
-        event.actions.push(action);
+        let watched_changed = |r: &ResourceRef| {
+            watched.is_some_and(|w| {
+                w.changed
+                    .iter()
+                    .any(|c| ResourceRef::parse(c).is_ok_and(|c| c.key() == *r))
+            })
+        };
+        let triggered = service
+            .subscribe
+            .iter()
+            .any(|r| changed.contains(r) || watched_changed(r));
+        let running = running_action(service.ensure, found.ensure, triggered);
+        let enablement = enable_action(service.enable, found.enabled);
+        let planned: Vec<Action> = running.into_iter().chain(enablement).collect();
+
+        event.refreshed = planned.contains(&Action::Restarted);
+        event.changed = !planned.is_empty();
+        if noop || planned.is_empty() {
+            event.noop_message = if noop { noop_message(&planned) } else { None };
+            event.actions = planned;
+            event.final_state = Some(found.into());
+            return applying;
+        }
+
+        for action in planned {
+            match provider.mutate(action.operation(), &service.name) {
+                Ok(Progress::Queued) if Some(action) == running => {
+                    event.actions.push(action);
+                    applying.queued = Some(Queued {
+                        action,
+                        then: enablement,
+                    });
+                    return applying;
+                }
+                Ok(_) => event.actions.push(action),
+                Err(e) => {
+                    failed_call(event, action, service, &e);
+                    break;
+                }
+            }
+        }
+        // The contract's `disable` is complete (the host removes a runtime
+        // enablement too): one call, then the verification.
+        let after = provider.status(&service.name);
+        verify(event, service, after);
+        applying
     }
 
-    // The contract's `disable` is complete (the host removes a runtime
-    // enablement too): one call, then the verification.
-    let after = provider.status(&service.name);
+    /// Completes the event: awaits the queued job (the unit's `status`
+    /// waits for it), makes phase two when the job ended well, verifies.
+    fn finish(&mut self, provider: &mut dyn Provider) {
+        let Some(Queued { action, then }) = self.queued.take() else {
+            return;
+        };
+        let service = self.service;
+        let event = &mut self.event;
+        let ended = provider.status(&service.name);
+        let job_error = ended.as_ref().ok().and_then(|status| {
+            status
+                .job
+                .as_ref()
+                .filter(|job| job.operation == action.operation())
+                .and_then(|job| job.error.clone())
+        });
+        if let Some(e) = job_error {
+            event.actions.retain(|a| *a != action);
+            failed_call(event, action, service, &e);
+            verify(event, service, ended);
+            return;
+        }
+        let after = match then {
+            None => ended,
+            Some(action) => {
+                match provider.mutate(action.operation(), &service.name) {
+                    Ok(_) => event.actions.push(action),
+                    Err(e) => failed_call(event, action, service, &e),
+                }
+                provider.status(&service.name)
+            }
+        };
+        verify(event, service, after);
+    }
+}
 
+/// The desired-state check of the status read after the changes.
+fn verify(event: &mut Event, service: &ValidService, after: Result<ServiceStatus, ProviderError>) {
     match after {
         Ok(status) => {
             let after = Observed::from(&status);
@@ -349,11 +443,13 @@ fn apply_service(
             ));
         }
     }
-    event
 }
 
-/// Marks `event` failed by `action`'s call.
+/// Marks `event` failed by `action`'s call (or its job): a refresh or a
+/// change counts only for the actions that were made.
 fn failed_call(event: &mut Event, action: Action, service: &ValidService, e: &ProviderError) {
+    event.refreshed &= event.actions.contains(&Action::Restarted);
+    event.changed = !event.actions.is_empty();
     event.failed = true;
     event.errors.push(format!(
         "{} {}: {}",
@@ -363,8 +459,7 @@ fn failed_call(event: &mut Event, action: Action, service: &ValidService, e: &Pr
     ));
 }
 
-fn fail(mut event: Event, error: String) -> Event {
+fn fail(event: &mut Event, error: String) {
     event.failed = true;
     event.errors.push(error);
-    event
 }

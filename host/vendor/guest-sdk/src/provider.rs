@@ -7,7 +7,7 @@ use std::fmt;
 
 use crate::name::ServiceName;
 
-pub use crate::contract::{Operation, ProviderError, ServiceStatus};
+pub use crate::contract::{JobOutcome, Operation, Progress, ProviderError, ServiceStatus};
 
 contract_words::provider_error_methods!(ProviderError);
 
@@ -40,29 +40,42 @@ impl fmt::Display for Operation {
 }
 
 /// The service provider: the host's six operations.
+///
+/// `start`, `stop` and `restart` hand systemd a job: they return
+/// [`Progress::Finished`] when it has ended well (a failed job is their
+/// error), or [`Progress::Queued`] when it runs beside others, and then the
+/// unit's next `status` waits for it and carries how it ended
+/// ([`ServiceStatus::job`]).
 pub trait Provider {
-    /// Whether the unit runs and starts at boot, with systemd's own words.
+    /// Whether the unit runs and starts at boot, with systemd's own words;
+    /// it waits for a queued job of the unit first.
     fn status(&mut self, service: &ServiceName) -> Result<ServiceStatus, ProviderError>;
     /// Starts the unit (`systemctl start`).
-    fn start(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
+    fn start(&mut self, service: &ServiceName) -> Result<Progress, ProviderError>;
     /// Stops the unit (`systemctl stop`).
-    fn stop(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
+    fn stop(&mut self, service: &ServiceName) -> Result<Progress, ProviderError>;
     /// Restarts the unit (`systemctl restart`).
-    fn restart(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
+    fn restart(&mut self, service: &ServiceName) -> Result<Progress, ProviderError>;
     /// Makes the unit start at boot (`systemctl enable`).
     fn enable(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
     /// Makes the unit not start at boot (`systemctl disable`).
     fn disable(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
 
-    /// Runs one mutating operation by its name.
-    fn mutate(&mut self, operation: Operation, service: &ServiceName) -> Result<(), ProviderError> {
+    /// Runs one mutating operation by its name; `enable` and `disable`
+    /// are always [`Progress::Finished`] when they succeed.
+    fn mutate(
+        &mut self,
+        operation: Operation,
+        service: &ServiceName,
+    ) -> Result<Progress, ProviderError> {
+        let done = |result: Result<(), ProviderError>| result.map(|()| Progress::Finished);
         match operation {
-            Operation::Status => self.status(service).map(|_| ()),
+            Operation::Status => done(self.status(service).map(|_| ())),
             Operation::Start => self.start(service),
             Operation::Stop => self.stop(service),
             Operation::Restart => self.restart(service),
-            Operation::Enable => self.enable(service),
-            Operation::Disable => self.disable(service),
+            Operation::Enable => done(self.enable(service)),
+            Operation::Disable => done(self.disable(service)),
         }
     }
 }

@@ -12,12 +12,18 @@
 //! unit, `disable` of a `static`, `indirect` or `generated` one changes
 //! nothing, a `masked` unit cannot be started or enabled. Units are found
 //! by unit name, as systemd finds them: `web` and `web.service` are one unit.
+//!
+//! By default a `start`, `stop` or `restart` ends before it returns, as with
+//! `systemctl` or the host's `jobs = 1`. [`SimulatedSystem::with_queued_jobs`]
+//! makes them queue their job instead, as the host does over D-Bus with jobs
+//! in parallel: the unit changes, and an injected failure shows, at its next
+//! `status`, which carries how the job ended.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use crate::name::{unit_name, ServiceName};
-use crate::provider::{Operation, Provider, ProviderError, ServiceStatus};
+use crate::provider::{JobOutcome, Operation, Progress, Provider, ProviderError, ServiceStatus};
 
 /// `is-active` words and whether each counts as running (docs/service-type.md,
 /// "Reading status: is-active"): the host's own table.
@@ -139,12 +145,23 @@ enum Effect {
     Refuse(ProviderError),
 }
 
+/// A job queued and not yet ended: what it will do to its unit.
+#[derive(Debug, Clone)]
+struct QueuedJob {
+    operation: Operation,
+    outcome: Result<Option<UnitState>, ProviderError>,
+}
+
 /// A system of simulated units that implements [`Provider`].
 #[derive(Debug, Clone, Default)]
 pub struct SimulatedSystem {
     units: BTreeMap<String, UnitState>,
     faults: HashMap<(Operation, String), Fault>,
     calls: Vec<Call>,
+    /// Jobs are queued (see [`SimulatedSystem::with_queued_jobs`]).
+    queue_jobs: bool,
+    /// Per unit, its queued job, ended at the unit's next `status`.
+    queued: BTreeMap<String, QueuedJob>,
 }
 
 impl SimulatedSystem {
@@ -198,6 +215,17 @@ impl SimulatedSystem {
             (operation, unit_name(service).into_owned()),
             Fault::LeavesEnabledWord(word),
         );
+        self
+    }
+
+    /// Makes `start`, `stop` and `restart` queue their job, as the host does
+    /// with jobs in parallel: they return [`Progress::Queued`], and the
+    /// unit's next `status` ends the job, changes the unit and carries the
+    /// job's outcome (an injected failure shows there, not as the call's
+    /// error). A unit that does not exist or is masked is refused at once,
+    /// as systemd refuses to queue a job for it.
+    pub fn with_queued_jobs(mut self) -> Self {
+        self.queue_jobs = true;
         self
     }
 
@@ -303,6 +331,64 @@ impl SimulatedSystem {
         assert_lines("mutating calls", &[], &self.mutating_calls());
     }
 
+    /// Runs a job (`start`, `stop`, `restart`): at once, or queued until
+    /// the unit's next `status`.
+    fn job(
+        &mut self,
+        operation: Operation,
+        service: &ServiceName,
+        effect: impl FnOnce(UnitState, &ServiceName) -> Effect,
+    ) -> Result<Progress, ProviderError> {
+        if !self.queue_jobs {
+            return self
+                .perform(operation, service, effect)
+                .map(|()| Progress::Finished);
+        }
+        self.calls.push(Call {
+            operation,
+            service: service.to_string(),
+        });
+        let name = service.unit_name().into_owned();
+        let unit = *self
+            .units
+            .get(&name)
+            .ok_or_else(|| ProviderError::not_found(service.as_str()))?;
+        let outcome = match self.faults.get(&(operation, name.clone())).cloned() {
+            Some(Fault::Fail(error)) => Err(error),
+            Some(Fault::NoEffect) => Ok(Some(unit)),
+            Some(Fault::LeavesEnabledWord(_)) | None => match effect(unit, service) {
+                Effect::Refuse(error) => return Err(error),
+                Effect::Set(state) => Ok(Some(state)),
+                Effect::Keep => Ok(Some(unit)),
+                Effect::Remove => Ok(None),
+            },
+        };
+        self.queued.insert(name, QueuedJob { operation, outcome });
+        Ok(Progress::Queued)
+    }
+
+    /// Ends the queued job of `service`, if it has one: the unit changes as
+    /// the job did, and the outcome is what `status` says of it.
+    fn end_queued_job(&mut self, service: &ServiceName) -> Option<JobOutcome> {
+        let name = service.unit_name().into_owned();
+        let job = self.queued.remove(&name)?;
+        let error = match job.outcome {
+            Ok(Some(state)) => {
+                self.units.insert(name, state);
+                None
+            }
+            Ok(None) => {
+                self.units.remove(&name);
+                None
+            }
+            Err(error) => Some(error),
+        };
+        Some(JobOutcome {
+            operation: job.operation,
+            error,
+        })
+    }
+
     fn perform(
         &mut self,
         operation: Operation,
@@ -366,7 +452,9 @@ fn start(unit: UnitState, service: &ServiceName, verb: &str) -> Effect {
 }
 
 impl Provider for SimulatedSystem {
+    /// Ends the unit's queued job first, if it has one, and says how.
     fn status(&mut self, service: &ServiceName) -> Result<ServiceStatus, ProviderError> {
+        let job = self.end_queued_job(service);
         self.perform(Operation::Status, service, |_, _| Effect::Keep)?;
         let unit = self.units[service.unit_name().as_ref()];
         Ok(ServiceStatus {
@@ -376,23 +464,24 @@ impl Provider for SimulatedSystem {
             running: unit.running,
             active_word: unit.active_word.to_owned(),
             enabled_word: unit.enabled_word.to_owned(),
+            job,
         })
     }
 
-    fn start(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
-        self.perform(Operation::Start, service, |u, s| start(u, s, "start"))
+    fn start(&mut self, service: &ServiceName) -> Result<Progress, ProviderError> {
+        self.job(Operation::Start, service, |u, s| start(u, s, "start"))
     }
 
     /// A transient unit is gone once stopped.
-    fn stop(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
-        self.perform(Operation::Stop, service, |u, _| match u.enabled_word {
+    fn stop(&mut self, service: &ServiceName) -> Result<Progress, ProviderError> {
+        self.job(Operation::Stop, service, |u, _| match u.enabled_word {
             "transient" => Effect::Remove,
             _ => Effect::Set(u.with_active_word("inactive")),
         })
     }
 
-    fn restart(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
-        self.perform(Operation::Restart, service, |u, s| start(u, s, "restart"))
+    fn restart(&mut self, service: &ServiceName) -> Result<Progress, ProviderError> {
+        self.job(Operation::Restart, service, |u, s| start(u, s, "restart"))
     }
 
     /// Only a unit with an [Install] section to carry out changes: the words

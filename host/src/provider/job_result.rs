@@ -1,0 +1,169 @@
+//! What a job's result means, in the words systemctl 252 prints for it
+//! (`check_wait_response` and `log_job_error_with_service_result` in
+//! `src/shared/bus-wait-for-jobs.c`), so that a job followed over D-Bus
+//! fails with the reason `systemctl start` would have given.
+
+use super::backend::{Change, JobResult};
+use crate::contract::ProviderError;
+
+/// The D-Bus method that queues `change`'s job.
+pub fn method(change: Change) -> &'static str {
+    match change {
+        Change::Start => "StartUnit",
+        Change::Stop => "StopUnit",
+        Change::Restart => "RestartUnit",
+        Change::Enable => "EnableUnitFiles",
+        Change::Disable => "DisableUnitFiles",
+    }
+}
+
+/// The results systemctl explains without asking the unit (systemd 252's
+/// job results are these, `once` and `failed`).
+const EXPLAINED: [&str; 9] = [
+    "done",
+    "skipped",
+    "canceled",
+    "timeout",
+    "dependency",
+    "invalid",
+    "assert",
+    "unsupported",
+    "collected",
+];
+
+/// Whether explaining `result` needs the unit's `Result` property: a job
+/// of a service that failed, as systemctl asks only then.
+pub fn needs_unit_result(result: &str, unit: &str) -> bool {
+    !EXPLAINED.contains(&result) && result != "once" && unit.ends_with(".service")
+}
+
+/// systemd's `Result` of a service, as systemctl explains it.
+fn explain_service_result(result: &str) -> Option<&'static str> {
+    Some(match result {
+        "protocol" => "the service did not take the steps required by its unit configuration",
+        "timeout" => "a timeout was exceeded",
+        "exit-code" => "the control process exited with error code",
+        "signal" => "a fatal signal was delivered to the control process",
+        "core-dump" => "a fatal signal was delivered causing the control process to dump core",
+        "watchdog" => "the service failed to send watchdog ping",
+        "start-limit" => "start of the service was attempted too often",
+        "resources" => "of unavailable resources or another system error",
+        // systemd 252 explains no other word (`start-limit-hit`,
+        // `oom-kill`, ... get the plain sentence).
+        _ => return None,
+    })
+}
+
+/// How a `change` job of `unit` that ended with `result` went: `Ok` for
+/// `done` and `skipped` (systemctl exits 0 for them), otherwise a
+/// `command-failed` error with systemctl's sentence; `unit_result` is the
+/// service's `Result` when it was read.
+pub fn outcome(change: Change, result: &str, unit: &str, unit_result: Option<&str>) -> JobResult {
+    let sentence = match result {
+        "done" | "skipped" => return Ok(()),
+        "canceled" => format!("Job for {unit} canceled."),
+        "timeout" => format!("Job for {unit} timed out."),
+        "dependency" => {
+            format!("A dependency job for {unit} failed. See 'journalctl -xe' for details.")
+        }
+        "invalid" => format!("{unit} is not active, cannot reload."),
+        "assert" => format!("Assertion failed on job for {unit}."),
+        "unsupported" => {
+            format!("Operation on or unit type of {unit} not supported on this system.")
+        }
+        "collected" => format!("Queued job for {unit} was garbage collected."),
+        "once" => {
+            format!("Unit {unit} was started already once and can't be started again.")
+        }
+        _ if unit.ends_with(".service") => {
+            let see = format!(
+                "See \"systemctl status {unit}\" and \"journalctl -xeu {unit}\" for details."
+            );
+            match unit_result.and_then(explain_service_result) {
+                Some(why) => format!("Job for {unit} failed because {why}. {see}"),
+                None => format!("Job for {unit} failed. {see}"),
+            }
+        }
+        _ => "Job failed. See \"journalctl -xe\" for details.".to_owned(),
+    };
+    Err(ProviderError::CommandFailed(format!(
+        "{} {unit}: job {result}: {sentence}",
+        change.verb()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(result: JobResult) -> String {
+        match result {
+            Err(ProviderError::CommandFailed(m)) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn done_and_skipped_are_success_as_for_systemctl() {
+        assert_eq!(outcome(Change::Start, "done", "web.service", None), Ok(()));
+        assert_eq!(
+            outcome(Change::Start, "skipped", "web.service", None),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_failed_service_job_says_why_with_the_units_result() {
+        assert!(needs_unit_result("failed", "web.service"));
+        assert_eq!(
+            message(outcome(
+                Change::Start,
+                "failed",
+                "web.service",
+                Some("exit-code")
+            )),
+            "start web.service: job failed: Job for web.service failed because the control \
+             process exited with error code. See \"systemctl status web.service\" and \
+             \"journalctl -xeu web.service\" for details."
+        );
+        assert_eq!(
+            message(outcome(
+                Change::Restart,
+                "failed",
+                "web.service",
+                Some("new-word")
+            )),
+            "restart web.service: job failed: Job for web.service failed. See \"systemctl \
+             status web.service\" and \"journalctl -xeu web.service\" for details."
+        );
+        // Not a service: no Result to ask for.
+        assert!(!needs_unit_result("failed", "web.socket"));
+        assert_eq!(
+            message(outcome(Change::Start, "failed", "web.socket", None)),
+            "start web.socket: job failed: Job failed. See \"journalctl -xe\" for details."
+        );
+    }
+
+    #[test]
+    fn the_other_results_have_systemctls_sentences() {
+        for (result, sentence) in [
+            ("canceled", "Job for a.service canceled."),
+            ("timeout", "Job for a.service timed out."),
+            (
+                "dependency",
+                "A dependency job for a.service failed. See 'journalctl -xe' for details.",
+            ),
+            ("assert", "Assertion failed on job for a.service."),
+            (
+                "once",
+                "Unit a.service was started already once and can't be started again.",
+            ),
+        ] {
+            assert!(!needs_unit_result(result, "a.service"), "{result}");
+            assert_eq!(
+                message(outcome(Change::Start, result, "a.service", None)),
+                format!("start a.service: job {result}: {sentence}")
+            );
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! systemd's job engine over D-Bus: `StartUnit`, `StopUnit` and
+//! `RestartUnit` with mode `replace` queue a job and return its object path;
+//! the job's end is the `JobRemoved` signal, with its result.
+//!
+//! What systemd 252's own client does (`src/shared/bus-wait-for-jobs.c`),
+//! done the same way here:
+//!
+//! - the match for `JobRemoved` is added and `Manager.Subscribe` called
+//!   before the first job is queued (on the system bus systemd sends job
+//!   signals to subscribers only), so no end is missed;
+//! - a signal is matched to a job by its object path; one that arrives
+//!   before the reply that names its path (or for a job of another client)
+//!   is kept for a while, so a job that ended before its path was known is
+//!   not lost;
+//! - a job that did not end `done` is explained with the unit's `Result`, as
+//!   systemctl's "Job for X failed because ..." is ([`super::job_result`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroUsize;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use futures_core::Stream;
+use zbus::OwnedObjectPath;
+
+use super::backend::{Change, JobId};
+use super::dbus::{classify, transport, DbusError, SystemdBus, MANAGER, MANAGER_PATH, SYSTEMD};
+
+/// How many `JobRemoved` signals may wait to be read; far more than a run
+/// queues, so the bus connection never stalls on a full queue.
+const QUEUED_SIGNALS: usize = 1 << 16;
+/// How many ends of jobs not (yet) known are kept.
+const KEPT_UNKNOWN_ENDS: usize = 4096;
+
+/// How a job ended, as `JobRemoved` says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnd {
+    /// `done`, `canceled`, `timeout`, `failed`, `dependency`, `skipped`, ...
+    pub result: String,
+    /// The unit the job was for (as systemd names it).
+    pub unit: String,
+}
+
+/// A job this run queued.
+#[derive(Debug, Clone)]
+struct Queued {
+    id: JobId,
+    change: Change,
+    path: String,
+}
+
+/// A job of this run that ended: what it was, how it ended.
+pub type Ended = (JobId, (Change, JobEnd));
+
+/// The jobs this run queued over the bus, and the signals that end them.
+pub struct JobWatch {
+    signals: zbus::MessageStream,
+    next: u64,
+    queued: Vec<Queued>,
+    /// Jobs of this run that ended and were not yet handed out.
+    ended: Vec<Ended>,
+    /// Ends of jobs by path, of jobs not known when their signal came.
+    unknown: HashMap<String, JobEnd>,
+    unknown_order: VecDeque<String>,
+}
+
+impl JobWatch {
+    /// Adds the match for `JobRemoved` and subscribes to systemd's signals.
+    pub fn subscribe(bus: &SystemdBus, timeout: Duration) -> Result<Self, DbusError> {
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .sender(SYSTEMD)
+            .path(MANAGER_PATH)
+            .interface(MANAGER)
+            .member("JobRemoved")
+            .build()
+            .map_err(transport)?;
+        let queued = NonZeroUsize::new(QUEUED_SIGNALS).expect("not zero");
+        let signals = bus.runtime.block_on(async {
+            tokio::time::timeout(
+                timeout,
+                zbus::MessageStream::for_match_rule(rule, &bus.connection, Some(queued)),
+            )
+            .await
+            .map_err(|_| transport("no answer to AddMatch in time"))?
+            .map_err(classify)
+        })?;
+        bus.call::<_, ()>(SYSTEMD, MANAGER_PATH, MANAGER, "Subscribe", &(), timeout)?;
+        Ok(Self {
+            signals,
+            next: 0,
+            queued: Vec::new(),
+            ended: Vec::new(),
+            unknown: HashMap::new(),
+            unknown_order: VecDeque::new(),
+        })
+    }
+
+    /// Queues `change` (a job) for `unit` (mangled), mode `replace`.
+    pub fn submit(
+        &mut self,
+        bus: &SystemdBus,
+        change: Change,
+        unit: &str,
+        timeout: Duration,
+    ) -> Result<JobId, DbusError> {
+        let method = match change {
+            Change::Start => "StartUnit",
+            Change::Stop => "StopUnit",
+            Change::Restart => "RestartUnit",
+            Change::Enable | Change::Disable => unreachable!("not a job: {change:?}"),
+        };
+        let path: OwnedObjectPath = bus.call(
+            SYSTEMD,
+            MANAGER_PATH,
+            MANAGER,
+            method,
+            &(unit, "replace"),
+            timeout,
+        )?;
+        let path = path.as_str().to_owned();
+        self.next += 1;
+        let id = JobId(self.next);
+        match self.unknown.remove(&path) {
+            // It ended before its path was known.
+            Some(end) => self.ended.push((id, (change, end))),
+            None => self.queued.push(Queued { id, change, path }),
+        }
+        Ok(id)
+    }
+
+    /// Waits until one of `jobs` has ended, or `until`; hands out every job
+    /// of `jobs` that ended. A failed bus ends them all, with the error.
+    pub fn wait(
+        &mut self,
+        bus: &SystemdBus,
+        jobs: &[JobId],
+        until: Instant,
+    ) -> Result<Vec<Ended>, DbusError> {
+        loop {
+            self.read_ready(bus)?;
+            let ended = self.take_ended(jobs);
+            if !ended.is_empty() {
+                return Ok(ended);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(Vec::new());
+            }
+            let signals = &mut self.signals;
+            let next = bus.runtime.block_on(async {
+                tokio::time::timeout(
+                    left,
+                    std::future::poll_fn(|cx| Pin::new(&mut *signals).poll_next(cx)),
+                )
+                .await
+            });
+            match next {
+                // Nothing more before `until`.
+                Err(_) => return Ok(Vec::new()),
+                Ok(None) => return Err(transport("the system bus connection closed")),
+                Ok(Some(message)) => self.note(message.map_err(classify)?),
+            }
+        }
+    }
+
+    /// Asks systemd to cancel `job`, and forgets it; says what became of it.
+    pub fn cancel(&mut self, bus: &SystemdBus, job: JobId, timeout: Duration) -> String {
+        let Some(at) = self.queued.iter().position(|q| q.id == job) else {
+            return "it was not pending".to_owned();
+        };
+        let Queued { path, .. } = self.queued.remove(at);
+        let answer: Result<(), DbusError> = bus.call(
+            SYSTEMD,
+            &path,
+            "org.freedesktop.systemd1.Job",
+            "Cancel",
+            &(),
+            timeout,
+        );
+        match answer {
+            Ok(()) => {
+                "the job was cancelled (systemd leaves the unit as the job left it)".to_owned()
+            }
+            Err(DbusError::Reply { message, .. }) => {
+                format!("cancelling the job failed: {message}")
+            }
+            Err(DbusError::Transport(why)) => format!("cancelling the job failed: {why}"),
+        }
+    }
+
+    /// Forgets `job` without cancelling it: it stays queued in systemd.
+    pub fn forget(&mut self, job: JobId) {
+        self.queued.retain(|q| q.id != job);
+    }
+
+    /// Reads every signal already received, without waiting.
+    fn read_ready(&mut self, bus: &SystemdBus) -> Result<(), DbusError> {
+        let signals = &mut self.signals;
+        let ready: Vec<zbus::Result<zbus::Message>> = bus.runtime.block_on(async {
+            // Lets the connection's reader move what the socket holds.
+            tokio::task::yield_now().await;
+            let mut ready = Vec::new();
+            std::future::poll_fn(|cx| loop {
+                match Pin::new(&mut *signals).poll_next(cx) {
+                    std::task::Poll::Ready(Some(message)) => ready.push(message),
+                    _ => return std::task::Poll::Ready(()),
+                }
+            })
+            .await;
+            ready
+        });
+        for message in ready {
+            self.note(message.map_err(classify)?);
+        }
+        Ok(())
+    }
+
+    /// Takes one `JobRemoved` signal into account.
+    fn note(&mut self, message: zbus::Message) {
+        let Ok((_, path, unit, result)) = message
+            .body()
+            .deserialize::<(u32, OwnedObjectPath, String, String)>()
+        else {
+            return;
+        };
+        let path = path.as_str().to_owned();
+        let end = JobEnd { result, unit };
+        match self.queued.iter().position(|q| q.path == path) {
+            Some(at) => {
+                let job = self.queued.remove(at);
+                self.ended.push((job.id, (job.change, end)));
+            }
+            None => {
+                if self.unknown_order.len() >= KEPT_UNKNOWN_ENDS {
+                    if let Some(oldest) = self.unknown_order.pop_front() {
+                        self.unknown.remove(&oldest);
+                    }
+                }
+                self.unknown_order.push_back(path.clone());
+                self.unknown.insert(path, end);
+            }
+        }
+    }
+
+    fn take_ended(&mut self, jobs: &[JobId]) -> Vec<Ended> {
+        let (taken, kept) = std::mem::take(&mut self.ended)
+            .into_iter()
+            .partition(|(id, _)| jobs.contains(id));
+        self.ended = kept;
+        taken
+    }
+}

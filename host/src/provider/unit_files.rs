@@ -1,0 +1,82 @@
+//! Enabling and disabling over D-Bus: `Manager.EnableUnitFiles` and
+//! `DisableUnitFiles`, what `systemctl enable` and `disable` call.
+//!
+//! systemd answers with the `changes` it made (`symlink`, `unlink`, ...). A
+//! change it could not make is left out of that array, not raised as an
+//! error, so the caller reads the array: an enable that made no link for a
+//! unit that was not already enabled failed, and says so.
+
+use std::time::Duration;
+
+use super::dbus::{DbusError, SystemdBus, MANAGER, MANAGER_PATH, SYSTEMD};
+
+/// One entry of systemd's `changes` array.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, zbus::zvariant::Type)]
+pub struct UnitFileChange {
+    /// `symlink`, `unlink`, `is-masked`, `is-dangerous`, ...
+    pub kind: String,
+    /// The link (or file) changed.
+    pub path: String,
+    /// Where a new link points.
+    pub destination: String,
+}
+
+impl std::fmt::Display for UnitFileChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.destination.is_empty() {
+            write!(f, "{} {}", self.kind, self.path)
+        } else {
+            write!(f, "{} {} -> {}", self.kind, self.path, self.destination)
+        }
+    }
+}
+
+/// What `EnableUnitFiles` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enabled {
+    /// Whether the unit file has an `[Install]` section to carry out.
+    pub carries_install_info: bool,
+    pub changes: Vec<UnitFileChange>,
+}
+
+impl Enabled {
+    /// Whether systemd made a link: what enabling a unit that was not
+    /// enabled must do.
+    pub fn linked(&self) -> bool {
+        self.changes.iter().any(|c| c.kind == "symlink")
+    }
+}
+
+/// `EnableUnitFiles([unit], runtime = false, force = false)`.
+pub fn enable(bus: &SystemdBus, unit: &str, timeout: Duration) -> Result<Enabled, DbusError> {
+    let (carries_install_info, changes): (bool, Vec<UnitFileChange>) = bus.call(
+        SYSTEMD,
+        MANAGER_PATH,
+        MANAGER,
+        "EnableUnitFiles",
+        &(vec![unit], false, false),
+        timeout,
+    )?;
+    Ok(Enabled {
+        carries_install_info,
+        changes,
+    })
+}
+
+/// `DisableUnitFiles([unit], runtime)`: with `runtime`, the links in
+/// `/run` (`systemctl disable --runtime`).
+pub fn disable(
+    bus: &SystemdBus,
+    unit: &str,
+    runtime: bool,
+    timeout: Duration,
+) -> Result<Vec<UnitFileChange>, DbusError> {
+    bus.call(
+        SYSTEMD,
+        MANAGER_PATH,
+        MANAGER,
+        "DisableUnitFiles",
+        &(vec![unit], runtime),
+        timeout,
+    )
+}
