@@ -5,177 +5,13 @@
 //! These tests need root and Linux namespaces, so they are `#[ignore]`d
 //! unless asked for with `--include-ignored`; then they run or fail.
 
-use std::path::PathBuf;
-use std::process::Output;
-
 use policy_host_e2e::build;
+use policy_host_e2e::machine::{
+    actions, calls, count_calls, errors, machine, mutating_calls, resource, state, Machine,
+};
 use policy_host_e2e::outcome::watched_states;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
-
-/// A sandbox with the manifest policy and the host binary ready inside.
-struct Machine {
-    sandbox: Sandbox,
-    host: PathBuf,
-    policy: PathBuf,
-    trusted_key: PathBuf,
-}
-
-/// Builds what the test runs, then boots a sandbox.
-fn machine() -> Machine {
-    let host = build::host_binary();
-    let policy = build::signed_policy("manifest-policy");
-    let trusted_key = build::test_key().public_key;
-    let sandbox = Sandbox::boot_for_test(&build::target_dir());
-    Machine {
-        sandbox,
-        host,
-        policy,
-        trusted_key,
-    }
-}
-
-/// One run of the host: exit code, output and (with `--json`) the report.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Debug for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit code {}\n--- stdout:\n{}\n--- stderr:\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-impl Run {
-    fn report(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("the host printed no JSON report ({e}):\n{self:?}"))
-    }
-}
-
-impl Machine {
-    /// Installs a `sleep infinity` service and puts it in the given state.
-    fn service(&self, name: &str, running: bool, enabled: bool) {
-        self.sandbox.install_unit(name, &sleep_service(name));
-        if running {
-            self.sandbox.systemctl_ok(&["start", "--", name]);
-        }
-        if enabled {
-            self.sandbox.systemctl_ok(&["enable", "--", name]);
-        }
-        assert_eq!(self.state(name), state(running, enabled));
-    }
-
-    /// `(is-active, is-enabled)` of a unit, as systemd says.
-    fn state(&self, name: &str) -> (String, String) {
-        (self.sandbox.is_active(name), self.sandbox.is_enabled(name))
-    }
-
-    /// Runs `host run MANIFEST-POLICY --settings <manifest> ARGS` inside,
-    /// with the policy signed by the test key and that key trusted.
-    fn run(&self, manifest: &str, args: &[&str]) -> Run {
-        let settings = self.sandbox.share_file("manifest.yaml", manifest);
-        // Settings are signed like policies, under their own name.
-        build::sign_file(&settings);
-        let mut command = vec![
-            self.host.to_str().unwrap(),
-            "run",
-            self.policy.to_str().unwrap(),
-            "--trusted-key",
-            self.trusted_key.to_str().unwrap(),
-            "--settings",
-            settings.to_str().unwrap(),
-        ];
-        command.extend_from_slice(args);
-        let Output {
-            status,
-            stdout,
-            stderr,
-        } = self.sandbox.exec(&command);
-        Run {
-            code: status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        }
-    }
-}
-
-fn state(running: bool, enabled: bool) -> (String, String) {
-    (
-        if running { "active" } else { "inactive" }.to_string(),
-        if enabled { "enabled" } else { "disabled" }.to_string(),
-    )
-}
-
-/// The report's entry for `resource` (e.g. `service#demo-a`).
-fn resource<'a>(report: &'a Value, resource: &str) -> &'a Value {
-    report["resources"]
-        .as_array()
-        .expect("resources is an array")
-        .iter()
-        .find(|r| r["resource"] == resource)
-        .unwrap_or_else(|| panic!("no {resource} in the report:\n{report:#}"))
-}
-
-/// The report's systemctl calls that change something, as `"start demo-a"`.
-fn mutating_calls(report: &Value) -> Vec<String> {
-    calls(report)
-        .filter(|(op, _)| op != "daemon-reload" && op != "status")
-        .map(|(op, service)| format!("{op} {service}"))
-        .collect()
-}
-
-/// Every call the host made for the policy, the run's daemon-reload left
-/// out, as `"status demo-a"`, `"stop demo-a"`.
-fn guest_calls(report: &Value) -> Vec<String> {
-    calls(report)
-        .filter(|(op, _)| op != "daemon-reload")
-        .map(|(op, service)| format!("{op} {service}"))
-        .collect()
-}
-
-/// How many calls of `operation` the report lists.
-fn count_calls(report: &Value, operation: &str) -> usize {
-    calls(report).filter(|(op, _)| op == operation).count()
-}
-
-fn calls(report: &Value) -> impl Iterator<Item = (String, String)> + '_ {
-    report["calls"]
-        .as_array()
-        .expect("calls is an array")
-        .iter()
-        .map(|c| {
-            (
-                c["operation"].as_str().unwrap_or_default().to_string(),
-                c["service"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-}
-
-fn actions(resource: &Value) -> Vec<&str> {
-    resource["actions"]
-        .as_array()
-        .expect("actions is an array")
-        .iter()
-        .map(|a| a.as_str().unwrap_or_default())
-        .collect()
-}
-
-fn errors(resource: &Value) -> String {
-    resource["errors"]
-        .as_array()
-        .expect("errors is an array")
-        .iter()
-        .map(|e| e.as_str().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 const CONVERGE: &str = "
 - service:
@@ -430,31 +266,6 @@ fn a_masked_unit_cannot_be_started() {
 // made the way systemd makes them, asserting the exit code, the calls the
 // host made and what systemctl says afterwards; a manifest that converges
 // is run again and must change nothing.
-
-impl Machine {
-    /// Runs `manifest` with `--json --detailed-exitcodes`, asserts the exit
-    /// code and every call the host made (the reload left out), and returns
-    /// the report.
-    fn run_expecting(&self, manifest: &str, code: i32, expected_calls: &[&str]) -> Value {
-        let run = self.run(manifest, &["--json", "--detailed-exitcodes"]);
-        assert_eq!(run.code, code, "{run:?}");
-        let report = run.report();
-        assert_eq!(guest_calls(&report), expected_calls, "{report:#}");
-        report
-    }
-
-    /// `systemctl is-enabled` of a unit that may be gone: the word, or what
-    /// systemd 252 says on stderr for a missing unit.
-    fn is_enabled_or_why_not(&self, unit: &str) -> String {
-        let output = self.sandbox.systemctl(&["is-enabled", "--", unit]);
-        let stdout = String::from_utf8_lossy(&output.stdout).trim().to_string();
-        if stdout.is_empty() {
-            String::from_utf8_lossy(&output.stderr).trim().to_string()
-        } else {
-            stdout
-        }
-    }
-}
 
 fn assert_contains(text: &str, needle: &str) {
     assert!(text.contains(needle), "{needle:?} is not in:\n{text}");
@@ -897,35 +708,6 @@ fn runtime_enablement_is_removed_by_enable_false() {
 // Issue 23: `file#` and `package#` subscriptions restart their subscribers on
 // a plain run, on a real systemd, with a real package built by dpkg-deb and
 // installed, upgraded and removed by dpkg inside the sandbox.
-
-impl Machine {
-    /// Builds package `name` at `version` (an empty package, as dpkg-deb
-    /// makes it) and installs it with dpkg, inside the sandbox.
-    fn install_package(&self, name: &str, version: &str) {
-        let script = format!(
-            "set -e; d=/var/tmp/{name}-{version}; rm -rf $d; mkdir -p $d/DEBIAN; \
-             printf 'Package: {name}\\nVersion: {version}\\nArchitecture: all\\nMaintainer: Test <test@example.com>\\nDescription: a watched package\\n' > $d/DEBIAN/control; \
-             dpkg-deb --build $d $d.deb >/dev/null; dpkg -i $d.deb >/dev/null"
-        );
-        let out = self.sandbox.exec(&["sh", "-c", &script]);
-        assert!(
-            out.status.success(),
-            "installing {name} {version}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// A `sleep infinity` service whose start fails while /etc/demo/fail exists.
-    fn service_that_can_fail(&self, name: &str) {
-        self.sandbox.install_unit(
-            name,
-            &format!(
-                "[Unit]\nDescription={name}\n\n[Service]\nExecStartPre=/bin/sh -c 'test ! -e /etc/demo/fail'\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n"
-            ),
-        );
-        self.sandbox.systemctl_ok(&["enable", "--now", "--", name]);
-    }
-}
 
 #[test]
 #[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]

@@ -185,6 +185,10 @@ impl<B: Backend> Guarded<B> {
     }
 }
 
+/// The longest a wait for jobs goes without looking at the clock and at
+/// the interruption again.
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+
 /// Which pending jobs a wait is for.
 #[derive(Debug, Clone, Copy)]
 enum Awaited<'a> {
@@ -233,7 +237,9 @@ impl<B: Backend> Guarded<B> {
                 return;
             };
             let ids: Vec<JobId> = self.pending.iter().map(|j| j.id).collect();
-            let ended = self.backend.wait_jobs(&ids, until);
+            // In slices, so that a signal to the host cuts the wait short.
+            let slice = until.min(Instant::now() + WAIT_SLICE);
+            let ended = self.backend.wait_jobs(&ids, slice);
             let some_ended = !ended.is_empty();
             for (id, result) in ended {
                 self.settle(id, result);

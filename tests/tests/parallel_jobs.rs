@@ -1,0 +1,488 @@
+//! Converging in parallel on systemd's job engine (issue 24), on a real
+//! systemd 252 in the sandbox with its system bus: start, stop and restart
+//! go over D-Bus as jobs, at most `jobs` pending at once. Parallelism is
+//! asserted from systemd's own timestamps (every unit began activating
+//! before any finished), not from a stopwatch; the differential test runs
+//! the same scenario over D-Bus, with `--jobs 1` and with `--provider
+//! systemctl`, and gets the same events and final states.
+
+use policy_host_e2e::machine::{actions, errors, machine, resource, Machine, Run};
+use serde_json::Value;
+
+/// A service whose start takes `start_secs` (`ExecStartPre=/bin/sleep`),
+/// then runs; `extra` goes into its `[Service]` section.
+fn slow_service(name: &str, start_secs: &str, extra: &str) -> (String, String) {
+    (
+        name.to_owned(),
+        format!(
+            "[Unit]\nDescription={name}\n\n[Service]\nExecStartPre=/bin/sleep {start_secs}\n\
+             ExecStart=/bin/sleep infinity\n{extra}\n\n[Install]\nWantedBy=multi-user.target\n"
+        ),
+    )
+}
+
+/// A manifest with every name `ensure: running`, `enable: true`.
+fn running_and_enabled(names: &[String]) -> String {
+    let mut manifest = String::from("- service:\n");
+    for name in names {
+        manifest.push_str(&format!(
+            "    - {name}:\n        ensure: running\n        enable: true\n"
+        ));
+    }
+    manifest
+}
+
+/// A machine with its system bus up, so that the host converges over D-Bus.
+fn bus_machine() -> Machine {
+    let m = machine();
+    m.sandbox.start_system_bus();
+    m
+}
+
+/// The report of a run, checked to have read and changed over D-Bus.
+fn over_dbus(run: &Run) -> Value {
+    let report = run.report();
+    assert_eq!(report["provider"]["status_reader"], "dbus", "{run:?}");
+    report
+}
+
+/// The `start` call records of the report, by service.
+fn start_records(report: &Value) -> Vec<&Value> {
+    report["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["operation"] == "start")
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+fn twenty_slow_units_start_side_by_side_and_a_failing_one_fails_alone() {
+    let m = bus_machine();
+    let names: Vec<String> = (1..=20).map(|i| format!("pj-slow{i:02}")).collect();
+    let mut units: Vec<_> = names.iter().map(|n| slow_service(n, "1", "")).collect();
+    units.push((
+        "pj-broken".to_owned(),
+        "[Unit]\nDescription=fails to start\n\n[Service]\nExecStartPre=/bin/false\n\
+         ExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n"
+            .to_owned(),
+    ));
+    m.install_units(&units);
+    let mut declared = names.clone();
+    declared.insert(10, "pj-broken".to_owned());
+
+    let run = m.run(&running_and_enabled(&declared), &["--json"]);
+    let report = over_dbus(&run);
+    assert_ne!(run.code, 0, "a resource failed: {run:?}");
+
+    // Every slow unit began activating before any of them was active: the
+    // twenty one-second starts ran side by side, not one after another.
+    let last_began = names
+        .iter()
+        .map(|n| m.monotonic(n, "InactiveExitTimestampMonotonic"))
+        .max()
+        .unwrap();
+    let first_done = names
+        .iter()
+        .map(|n| m.monotonic(n, "ActiveEnterTimestampMonotonic"))
+        .min()
+        .unwrap();
+    assert!(
+        last_began < first_done,
+        "the starts did not overlap: the last began at {last_began} µs, the first ended at {first_done} µs"
+    );
+    for name in &names {
+        assert_eq!(m.state(name), ("active".into(), "enabled".into()), "{name}");
+        let event = resource(&report, &format!("service#{name}"));
+        assert_eq!(actions(event), ["started", "enabled"], "{event:#}");
+    }
+    // The host's record of each start runs to the job's end.
+    for call in start_records(&report) {
+        let ms = call["duration_ms"].as_f64().unwrap();
+        if call["service"] == "pj-broken" {
+            assert_eq!(call["outcome"], "command-failed", "{call:#}");
+        } else {
+            assert_eq!(call["outcome"], "ok", "{call:#}");
+            assert!(
+                ms >= 900.0,
+                "a one-second start recorded as {ms} ms: {call:#}"
+            );
+        }
+    }
+
+    // The failing start fails that resource alone, with systemd's reason,
+    // and its enablement is not made (as after a failing systemctl start).
+    let broken = resource(&report, "service#pj-broken");
+    assert_eq!(broken["failed"], true);
+    assert!(actions(broken).is_empty(), "{broken:#}");
+    assert!(
+        errors(broken).contains(
+            "Job for pj-broken.service failed because the control process exited with error code."
+        ),
+        "{broken:#}"
+    );
+    assert_eq!(m.sandbox.is_active("pj-broken"), "failed");
+    assert_eq!(m.sandbox.is_enabled("pj-broken"), "disabled");
+}
+
+#[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+fn a_subscriber_restarts_after_its_service_is_up_and_stops_run_side_by_side() {
+    let m = bus_machine();
+    let stoppers: Vec<String> = (1..=6).map(|i| format!("pj-stop{i}")).collect();
+    let mut units: Vec<_> = stoppers
+        .iter()
+        .map(|n| slow_service(n, "0", "ExecStop=/bin/sleep 1"))
+        .collect();
+    units.push(slow_service("pj-db", "2", ""));
+    units.push(slow_service("pj-app", "0", ""));
+    // Holds the stopped units loaded (systemd unloads an inactive unit no
+    // one references, and its timestamps with it); starting it starts them.
+    let wants: Vec<String> = stoppers.iter().map(|n| format!("{n}.service")).collect();
+    units.push((
+        "pj-holder".to_owned(),
+        format!(
+            "[Unit]\nDescription=holds the stopped units\nWants={}\n\n[Service]\nType=oneshot\n\
+             RemainAfterExit=yes\nExecStart=/bin/true\n",
+            wants.join(" ")
+        ),
+    ));
+    m.install_units(&units);
+    m.sandbox
+        .systemctl_ok(&["start", "--", "pj-holder", "pj-app"]);
+    for name in &stoppers {
+        assert_eq!(m.sandbox.is_active(name), "active", "{name}");
+    }
+    let app_pid = m.sandbox.main_pid("pj-app");
+
+    let mut manifest = String::from(
+        "- service:\n    - pj-db:\n        ensure: running\n    - pj-app:\n        ensure: running\n        subscribe:\n          - service#pj-db\n",
+    );
+    for name in &stoppers {
+        manifest.push_str(&format!("    - {name}:\n        ensure: stopped\n"));
+    }
+    let run = m.run(&manifest, &["--json"]);
+    let report = over_dbus(&run);
+    assert_eq!(run.code, 0, "{run:?}");
+
+    // app's new main process began after db was active.
+    let db_up = m.monotonic("pj-db", "ActiveEnterTimestampMonotonic");
+    let app_started = m.monotonic("pj-app", "ExecMainStartTimestampMonotonic");
+    assert!(
+        db_up > 0 && app_started > db_up,
+        "db up at {db_up} µs, app started at {app_started} µs"
+    );
+    assert_ne!(m.sandbox.main_pid("pj-app"), app_pid, "app was restarted");
+    assert_eq!(resource(&report, "service#pj-app")["refreshed"], true);
+
+    // The six one-second stops overlapped.
+    let last_began = stoppers
+        .iter()
+        .map(|n| m.monotonic(n, "ActiveExitTimestampMonotonic"))
+        .max()
+        .unwrap();
+    let first_done = stoppers
+        .iter()
+        .map(|n| m.monotonic(n, "InactiveEnterTimestampMonotonic"))
+        .min()
+        .unwrap();
+    let windows: Vec<(u64, u64)> = stoppers
+        .iter()
+        .map(|n| {
+            (
+                m.monotonic(n, "ActiveExitTimestampMonotonic"),
+                m.monotonic(n, "InactiveEnterTimestampMonotonic"),
+            )
+        })
+        .collect();
+    assert!(
+        last_began < first_done,
+        "the stops did not overlap: {windows:?}\n{:#}",
+        report["calls"]
+    );
+    for name in &stoppers {
+        assert_eq!(m.sandbox.is_active(name), "inactive", "{name}");
+    }
+}
+
+#[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+fn a_start_that_never_ends_costs_the_timeout_is_cancelled_and_the_others_converge() {
+    let m = bus_machine();
+    let mut units = vec![(
+        "pj-stuck".to_owned(),
+        "[Unit]\nDescription=never starts\n\n[Service]\nType=oneshot\nExecStart=/bin/sleep infinity\n\
+         TimeoutStartSec=infinity\n"
+            .to_owned(),
+    )];
+    let others: Vec<String> = (1..=3).map(|i| format!("pj-ok{i}")).collect();
+    units.extend(others.iter().map(|n| slow_service(n, "0.5", "")));
+    m.install_units(&units);
+    let mut manifest = String::from("- service:\n    - pj-stuck:\n        ensure: running\n");
+    for name in &others {
+        manifest.push_str(&format!("    - {name}:\n        ensure: running\n"));
+    }
+    let started = std::time::Instant::now();
+    let run = m.run(&manifest, &["--json", "--systemctl-timeout", "3"]);
+    let took = started.elapsed();
+    let report = over_dbus(&run);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        took.as_secs_f64() >= 3.0,
+        "the timeout was not waited for: {took:?}"
+    );
+    assert!(took.as_secs_f64() < 60.0, "the run hung: {took:?}");
+
+    let stuck = resource(&report, "service#pj-stuck");
+    assert_eq!(stuck["failed"], true);
+    assert!(
+        errors(stuck).contains("start pj-stuck: its job did not end within 3s (the provider timeout); the job was cancelled"),
+        "{stuck:#}"
+    );
+    let record = start_records(&report)
+        .into_iter()
+        .find(|c| c["service"] == "pj-stuck")
+        .unwrap();
+    assert_eq!(record["outcome"], "timed-out", "{record:#}");
+    // Cancelled: systemd holds no job for it any more.
+    let jobs = m.sandbox.systemctl(&["list-jobs", "--no-legend"]);
+    let jobs = String::from_utf8_lossy(&jobs.stdout);
+    assert!(!jobs.contains("pj-stuck"), "{jobs}");
+    for name in &others {
+        assert_eq!(m.sandbox.is_active(name), "active", "{name}");
+        assert_eq!(
+            resource(&report, &format!("service#{name}"))["failed"],
+            false
+        );
+    }
+}
+
+/// The differential scenario's units, put back in their first state.
+fn differential_start(m: &Machine) {
+    let all = [
+        "pj-a", "pj-b", "pj-c", "pj-down", "pj-bad", "pj-db", "pj-app",
+    ];
+    let mut args = vec!["stop", "--"];
+    args.extend(all);
+    m.sandbox.systemctl_ok(&args);
+    let mut args = vec!["disable", "--"];
+    args.extend(all);
+    m.sandbox.systemctl_ok(&args);
+    m.sandbox.systemctl(&["reset-failed"]);
+    m.sandbox
+        .systemctl_ok(&["start", "--", "pj-down", "pj-app"]);
+    m.sandbox.systemctl_ok(&["enable", "--", "pj-down"]);
+}
+
+const DIFFERENTIAL: &str = "- service:
+    - pj-a:
+        ensure: running
+        enable: true
+    - pj-b:
+        ensure: running
+        enable: true
+    - pj-c:
+        ensure: running
+    - pj-down:
+        ensure: stopped
+        enable: false
+    - pj-bad:
+        ensure: running
+        enable: true
+    - pj-db:
+        ensure: running
+    - pj-app:
+        ensure: running
+        subscribe:
+          - service#pj-db
+";
+
+/// What must agree between providers: each event without its error text,
+/// whether it has errors, and what systemd says of each unit afterwards.
+fn outcome(m: &Machine, report: &Value) -> Vec<Value> {
+    report["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let name = r["resource"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("service#");
+            let (active, enabled) = m.state(name);
+            serde_json::json!({
+                "resource": r["resource"],
+                "changed": r["changed"],
+                "refreshed": r["refreshed"],
+                "actions": r["actions"],
+                "failed": r["failed"],
+                "errors": r["errors"].as_array().unwrap().len(),
+                "final": r["final"],
+                "systemd": [active, enabled],
+            })
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+fn jobs_in_parallel_one_at_a_time_and_systemctl_give_the_same_events_and_states() {
+    let m = bus_machine();
+    let mut units: Vec<_> = ["pj-a", "pj-b", "pj-c"]
+        .iter()
+        .map(|n| slow_service(n, "0.3", ""))
+        .collect();
+    units.push(slow_service("pj-down", "0", ""));
+    units.push((
+        "pj-bad".to_owned(),
+        "[Unit]\nDescription=fails\n\n[Service]\nExecStartPre=/bin/false\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n".to_owned(),
+    ));
+    units.push(slow_service("pj-db", "0.5", ""));
+    units.push(slow_service("pj-app", "0", ""));
+    m.install_units(&units);
+
+    let mut outcomes = Vec::new();
+    let mut reports = Vec::new();
+    for args in [
+        &["--json"][..],
+        &["--json", "--jobs", "1"],
+        &["--json", "--provider", "systemctl"],
+    ] {
+        differential_start(&m);
+        let run = m.run(DIFFERENTIAL, args);
+        let report = run.report();
+        assert_eq!(run.code, 1, "only pj-bad fails: {run:?}");
+        let bad = errors(resource(&report, "service#pj-bad"));
+        assert!(
+            bad.contains(
+                "Job for pj-bad.service failed because the control process exited with error code."
+            ),
+            "{args:?}: {bad}"
+        );
+        if args.contains(&"--jobs") {
+            // One at a time, in declaration order.
+            let windows: Vec<(u64, u64)> = ["pj-a", "pj-b", "pj-c"]
+                .iter()
+                .map(|n| {
+                    (
+                        m.monotonic(n, "InactiveExitTimestampMonotonic"),
+                        m.monotonic(n, "ActiveEnterTimestampMonotonic"),
+                    )
+                })
+                .collect();
+            for pair in windows.windows(2) {
+                assert!(
+                    pair[1].0 >= pair[0].1,
+                    "with --jobs 1 the starts overlapped: {windows:?}"
+                );
+            }
+        }
+        outcomes.push(outcome(&m, &report));
+        reports.push(report);
+    }
+    assert_eq!(outcomes[0], outcomes[2], "over D-Bus and with systemctl");
+    assert_eq!(outcomes[1], outcomes[2], "--jobs 1 and with systemctl");
+    assert_eq!(reports[0]["provider"]["status_reader"], "dbus");
+    assert_eq!(reports[2]["provider"]["status_reader"], "systemctl");
+
+    // --jobs 1 makes the calls systemctl's way makes, in the same order.
+    let sequence = |report: &Value| -> Vec<(Value, Value, Value)> {
+        report["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["operation"].clone(),
+                    c["service"].clone(),
+                    c["outcome"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(sequence(&reports[1]), sequence(&reports[2]));
+    // In parallel, every start is queued before any unit is verified.
+    let order: Vec<String> = reports[0]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c["operation"].as_str().unwrap(),
+                c["service"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let last_start = order.iter().rposition(|c| c == "start pj-bad").unwrap();
+    let first_enable = order.iter().position(|c| c.starts_with("enable ")).unwrap();
+    assert!(last_start < first_enable, "{order:?}");
+}
+
+#[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+fn sigterm_cancels_no_queued_job_and_reports_which_jobs_ended() {
+    let m = bus_machine();
+    let units = vec![
+        slow_service("pj-quick1", "0.2", ""),
+        slow_service("pj-quick2", "0.2", ""),
+        slow_service("pj-long1", "30", ""),
+        slow_service("pj-long2", "30", ""),
+    ];
+    m.install_units(&units);
+    let names = ["pj-quick1", "pj-quick2", "pj-long1", "pj-long2"];
+    let mut manifest = String::from("- service:\n");
+    for name in names {
+        manifest.push_str(&format!("    - {name}:\n        ensure: running\n"));
+    }
+    let settings = m.sandbox.share_file("manifest.yaml", &manifest);
+    policy_host_e2e::build::sign_file(&settings);
+    // The host in the background; SIGTERM once the long jobs are queued.
+    let script = format!(
+        "{host} run {policy} --trusted-key {key} --settings {settings} --json > /var/tmp/report.json & \
+         pid=$!; \
+         until systemctl list-jobs --no-legend | grep -q pj-long2; do sleep 0.05; done; \
+         sleep 0.5; t0=$(date +%s.%N); kill -TERM $pid; wait $pid; code=$?; t1=$(date +%s.%N); \
+         echo \"$code $(awk \"BEGIN {{ print $t1 - $t0 }}\")\"; systemctl list-jobs --no-legend",
+        host = m.host.display(),
+        policy = m.policy.display(),
+        key = m.trusted_key.display(),
+        settings = settings.display(),
+    );
+    let out = m.sandbox.exec(&["sh", "-c", &script]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = stdout.lines();
+    let first = lines.next().unwrap_or_default().to_owned();
+    let (code, took) = first.split_once(' ').unwrap_or_else(|| panic!("{stdout}"));
+    let took: f64 = took.parse().unwrap_or_else(|_| panic!("{stdout}"));
+    assert!(code != "0", "an interrupted run failed: {stdout}");
+    assert!(took < 12.0, "the host took {took} s after SIGTERM");
+    // Not cancelled: systemd still runs the long starts after the host left.
+    let jobs: Vec<&str> = lines.collect();
+    for name in ["pj-long1", "pj-long2"] {
+        assert!(jobs.iter().any(|j| j.contains(name)), "{name}: {jobs:?}");
+        assert_eq!(m.sandbox.is_active(name), "activating");
+    }
+
+    let report = m.sandbox.exec(&["cat", "/var/tmp/report.json"]);
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(report["interrupted"]["signal"], "SIGTERM", "{report:#}");
+    for call in start_records(&report) {
+        let service = call["service"].as_str().unwrap();
+        if service.starts_with("pj-quick") {
+            assert_eq!(call["outcome"], "ok", "{call:#}");
+        } else {
+            assert_eq!(call["outcome"], "timed-out", "{call:#}");
+            let error = call["error"].as_str().unwrap();
+            assert!(
+                error.contains("after the run was interrupted")
+                    && error.contains("left queued (not cancelled)"),
+                "{error}"
+            );
+        }
+    }
+    for name in ["pj-quick1", "pj-quick2"] {
+        assert_eq!(m.sandbox.is_active(name), "active");
+    }
+}
