@@ -486,3 +486,31 @@ fn sigterm_cancels_no_queued_job_and_reports_which_jobs_ended() {
         assert_eq!(m.sandbox.is_active(name), "active");
     }
 }
+
+#[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+fn an_enable_systemd_refuses_fails_in_systemctls_words_and_a_missing_unit_is_named() {
+    let m = bus_machine();
+    m.install_units(&[slow_service("pj-main", "0", "")]);
+    // A file where pj-main's link would go: systemd refuses the enable.
+    m.sandbox.write_file(
+        "/etc/systemd/system/multi-user.target.wants/pj-main.service",
+        "not a link\n",
+    );
+    let run = m.run(
+        "- service:\n    - pj-main:\n        ensure: stopped\n        enable: true\n    - pj-nosuch:\n        ensure: stopped\n",
+        &["--json"],
+    );
+    let report = over_dbus(&run);
+    assert_ne!(run.code, 0, "{run:?}");
+    let main = resource(&report, "service#pj-main");
+    assert_eq!(
+        errors(main),
+        "enable pj-main: EnableUnitFiles over D-Bus failed: Failed to enable unit: File \
+         /etc/systemd/system/multi-user.target.wants/pj-main.service already exists.",
+        "{main:#}"
+    );
+    assert_eq!(m.sandbox.is_enabled("pj-main"), "disabled");
+    let nosuch = resource(&report, "service#pj-nosuch");
+    assert!(errors(nosuch).contains("pj-nosuch"), "{nosuch:#}");
+}

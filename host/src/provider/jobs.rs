@@ -55,6 +55,13 @@ pub type Ended = (JobId, (Change, JobEnd));
 /// The jobs this run queued over the bus, and the signals that end them.
 pub struct JobWatch {
     signals: zbus::MessageStream,
+    book: JobBook,
+}
+
+/// Which job is which: the jobs of this run by object path, the ends not
+/// yet handed out, and the ends of paths not (yet) known.
+#[derive(Debug, Default)]
+struct JobBook {
     next: u64,
     queued: Vec<Queued>,
     /// Jobs of this run that ended and were not yet handed out.
@@ -62,6 +69,54 @@ pub struct JobWatch {
     /// Ends of jobs by path, of jobs not known when their signal came.
     unknown: HashMap<String, JobEnd>,
     unknown_order: VecDeque<String>,
+}
+
+impl JobBook {
+    /// A job systemd queued at `path`: numbered, or ended at once when its
+    /// end was seen before its path was known.
+    fn queued(&mut self, change: Change, path: String) -> JobId {
+        self.next += 1;
+        let id = JobId(self.next);
+        match self.unknown.remove(&path) {
+            Some(end) => self.ended.push((id, (change, end))),
+            None => self.queued.push(Queued { id, change, path }),
+        }
+        id
+    }
+
+    /// A `JobRemoved` for `path`.
+    fn removed(&mut self, path: String, end: JobEnd) {
+        match self.queued.iter().position(|q| q.path == path) {
+            Some(at) => {
+                let job = self.queued.remove(at);
+                self.ended.push((job.id, (job.change, end)));
+            }
+            None => {
+                if self.unknown_order.len() >= KEPT_UNKNOWN_ENDS {
+                    if let Some(oldest) = self.unknown_order.pop_front() {
+                        self.unknown.remove(&oldest);
+                    }
+                }
+                self.unknown_order.push_back(path.clone());
+                self.unknown.insert(path, end);
+            }
+        }
+    }
+
+    /// Hands out the ends of those of `jobs` that ended, each once.
+    fn take_ended(&mut self, jobs: &[JobId]) -> Vec<Ended> {
+        let (taken, kept) = std::mem::take(&mut self.ended)
+            .into_iter()
+            .partition(|(id, _)| jobs.contains(id));
+        self.ended = kept;
+        taken
+    }
+
+    /// Forgets `job`; its path, when it was still pending.
+    fn forget(&mut self, job: JobId) -> Option<String> {
+        let at = self.queued.iter().position(|q| q.id == job)?;
+        Some(self.queued.remove(at).path)
+    }
 }
 
 impl JobWatch {
@@ -88,11 +143,7 @@ impl JobWatch {
         bus.call::<_, ()>(SYSTEMD, MANAGER_PATH, MANAGER, "Subscribe", &(), timeout)?;
         Ok(Self {
             signals,
-            next: 0,
-            queued: Vec::new(),
-            ended: Vec::new(),
-            unknown: HashMap::new(),
-            unknown_order: VecDeque::new(),
+            book: JobBook::default(),
         })
     }
 
@@ -118,15 +169,7 @@ impl JobWatch {
             &(unit, "replace"),
             timeout,
         )?;
-        let path = path.as_str().to_owned();
-        self.next += 1;
-        let id = JobId(self.next);
-        match self.unknown.remove(&path) {
-            // It ended before its path was known.
-            Some(end) => self.ended.push((id, (change, end))),
-            None => self.queued.push(Queued { id, change, path }),
-        }
-        Ok(id)
+        Ok(self.book.queued(change, path.as_str().to_owned()))
     }
 
     /// Waits until one of `jobs` has ended, or `until`; hands out every job
@@ -139,7 +182,7 @@ impl JobWatch {
     ) -> Result<Vec<Ended>, DbusError> {
         loop {
             self.read_ready(bus)?;
-            let ended = self.take_ended(jobs);
+            let ended = self.book.take_ended(jobs);
             if !ended.is_empty() {
                 return Ok(ended);
             }
@@ -166,10 +209,9 @@ impl JobWatch {
 
     /// Asks systemd to cancel `job`, and forgets it; says what became of it.
     pub fn cancel(&mut self, bus: &SystemdBus, job: JobId, timeout: Duration) -> String {
-        let Some(at) = self.queued.iter().position(|q| q.id == job) else {
+        let Some(path) = self.book.forget(job) else {
             return "it was not pending".to_owned();
         };
-        let Queued { path, .. } = self.queued.remove(at);
         let answer: Result<(), DbusError> = bus.call(
             SYSTEMD,
             &path,
@@ -191,7 +233,7 @@ impl JobWatch {
 
     /// Forgets `job` without cancelling it: it stays queued in systemd.
     pub fn forget(&mut self, job: JobId) {
-        self.queued.retain(|q| q.id != job);
+        self.book.forget(job);
     }
 
     /// Reads every signal already received, without waiting.
@@ -224,30 +266,64 @@ impl JobWatch {
         else {
             return;
         };
-        let path = path.as_str().to_owned();
-        let end = JobEnd { result, unit };
-        match self.queued.iter().position(|q| q.path == path) {
-            Some(at) => {
-                let job = self.queued.remove(at);
-                self.ended.push((job.id, (job.change, end)));
-            }
-            None => {
-                if self.unknown_order.len() >= KEPT_UNKNOWN_ENDS {
-                    if let Some(oldest) = self.unknown_order.pop_front() {
-                        self.unknown.remove(&oldest);
-                    }
-                }
-                self.unknown_order.push_back(path.clone());
-                self.unknown.insert(path, end);
-            }
+        self.book
+            .removed(path.as_str().to_owned(), JobEnd { result, unit });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(result: &str) -> JobEnd {
+        JobEnd {
+            result: result.into(),
+            unit: "web.service".into(),
         }
     }
 
-    fn take_ended(&mut self, jobs: &[JobId]) -> Vec<Ended> {
-        let (taken, kept) = std::mem::take(&mut self.ended)
-            .into_iter()
-            .partition(|(id, _)| jobs.contains(id));
-        self.ended = kept;
-        taken
+    const A: &str = "/org/freedesktop/systemd1/job/41";
+    const B: &str = "/org/freedesktop/systemd1/job/42";
+
+    #[test]
+    fn an_end_is_matched_to_its_job_by_path_and_handed_out_once() {
+        let mut book = JobBook::default();
+        let a = book.queued(Change::Start, A.into());
+        let b = book.queued(Change::Stop, B.into());
+        book.removed(B.into(), end("failed"));
+        assert!(book.take_ended(&[a]).is_empty(), "a has not ended");
+        assert_eq!(
+            book.take_ended(&[a, b]),
+            [(b, (Change::Stop, end("failed")))]
+        );
+        assert!(book.take_ended(&[a, b]).is_empty(), "handed out once");
+    }
+
+    #[test]
+    fn an_end_seen_before_its_path_was_known_is_not_lost() {
+        let mut book = JobBook::default();
+        book.removed(A.into(), end("done"));
+        let a = book.queued(Change::Restart, A.into());
+        assert_eq!(book.take_ended(&[a]), [(a, (Change::Restart, end("done")))]);
+    }
+
+    #[test]
+    fn ends_of_other_clients_jobs_are_kept_only_so_many() {
+        let mut book = JobBook::default();
+        for n in 0..KEPT_UNKNOWN_ENDS + 10 {
+            book.removed(format!("/org/freedesktop/systemd1/job/{n}"), end("done"));
+        }
+        assert_eq!(book.unknown.len(), KEPT_UNKNOWN_ENDS);
+        assert!(!book.unknown.contains_key("/org/freedesktop/systemd1/job/0"));
+    }
+
+    #[test]
+    fn a_forgotten_job_ends_nothing() {
+        let mut book = JobBook::default();
+        let a = book.queued(Change::Start, A.into());
+        assert_eq!(book.forget(a).as_deref(), Some(A));
+        assert_eq!(book.forget(a), None);
+        book.removed(A.into(), end("canceled"));
+        assert!(book.take_ended(&[a]).is_empty());
     }
 }

@@ -250,7 +250,7 @@ impl SystemdBackend {
         let answer = self.over_dbus(time, verb, |dbus, _, timeout| {
             if change == Change::Enable {
                 let enabled = unit_files::enable(dbus, unit, timeout)?;
-                if enabled.linked() || !enabled.carries_install_info {
+                if enabled.linked(unit) || !enabled.carries_install_info {
                     return Ok(Ok(()));
                 }
                 // No link made: right only when its links were there.
@@ -336,10 +336,12 @@ impl Refusal {
     }
 
     /// A refusal of a change, worded as systemctl words it ("Failed to
-    /// start web.service: Unit web.service not found.").
+    /// start web.service: Unit web.service not found.", "Failed to enable
+    /// unit: Unit file web.service is masked.").
     fn change_error(self, change: Change, unit: &str) -> ProviderError {
+        let what = if change.is_enablement() { "unit" } else { unit };
         ProviderError::CommandFailed(format!(
-            "{} over D-Bus failed: Failed to {} {unit}: {}",
+            "{} over D-Bus failed: Failed to {} {what}: {}",
             job_result::method(change),
             change.verb(),
             self.message

@@ -40,10 +40,65 @@ pub struct Enabled {
 }
 
 impl Enabled {
-    /// Whether systemd made a link: what enabling a unit that was not
-    /// enabled must do.
-    pub fn linked(&self) -> bool {
-        self.changes.iter().any(|c| c.kind == "symlink")
+    /// Whether systemd made a link of `unit` (named by the link, or the
+    /// unit file it points to): what enabling a unit that was not enabled
+    /// must do. Links of other units (`Also=`) do not count.
+    pub fn linked(&self, unit: &str) -> bool {
+        let names = |path: &str| path.rsplit('/').next() == Some(unit);
+        self.changes
+            .iter()
+            .any(|c| c.kind == "symlink" && (names(&c.path) || names(&c.destination)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(kind: &str, path: &str, destination: &str) -> UnitFileChange {
+        UnitFileChange {
+            kind: kind.into(),
+            path: path.into(),
+            destination: destination.into(),
+        }
+    }
+
+    #[test]
+    fn only_a_link_of_the_unit_itself_counts() {
+        let wants = "/etc/systemd/system/multi-user.target.wants";
+        let made = |changes| Enabled {
+            carries_install_info: true,
+            changes,
+        };
+        let own = change(
+            "symlink",
+            &format!("{wants}/web.service"),
+            "/etc/systemd/system/web.service",
+        );
+        assert!(made(vec![own.clone()]).linked("web.service"));
+        // An alias: the link has another name, it points to the unit.
+        let alias = change(
+            "symlink",
+            "/etc/systemd/system/www.service",
+            "/lib/systemd/system/web.service",
+        );
+        assert!(made(vec![alias]).linked("web.service"));
+        // Only the Also= unit's link was made.
+        let other = change(
+            "symlink",
+            &format!("{wants}/log.service"),
+            "/etc/systemd/system/log.service",
+        );
+        assert!(!made(vec![other]).linked("web.service"));
+        assert!(
+            !made(vec![change("unlink", &format!("{wants}/web.service"), "")])
+                .linked("web.service")
+        );
+        assert!(!made(Vec::new()).linked("web.service"));
+        assert_eq!(
+            own.to_string(),
+            format!("symlink {wants}/web.service -> /etc/systemd/system/web.service")
+        );
     }
 }
 
