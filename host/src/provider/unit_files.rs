@@ -51,6 +51,40 @@ impl Enabled {
     }
 }
 
+/// `EnableUnitFiles([unit], runtime = false, force = false)`.
+pub fn enable(bus: &SystemdBus, unit: &str, timeout: Duration) -> Result<Enabled, DbusError> {
+    let (carries_install_info, changes): (bool, Vec<UnitFileChange>) = bus.call(
+        SYSTEMD,
+        MANAGER_PATH,
+        MANAGER,
+        "EnableUnitFiles",
+        &(vec![unit], false, false),
+        timeout,
+    )?;
+    Ok(Enabled {
+        carries_install_info,
+        changes,
+    })
+}
+
+/// `DisableUnitFiles([unit], runtime)`: with `runtime`, the links in
+/// `/run` (`systemctl disable --runtime`).
+pub fn disable(
+    bus: &SystemdBus,
+    unit: &str,
+    runtime: bool,
+    timeout: Duration,
+) -> Result<Vec<UnitFileChange>, DbusError> {
+    bus.call(
+        SYSTEMD,
+        MANAGER_PATH,
+        MANAGER,
+        "DisableUnitFiles",
+        &(vec![unit], runtime),
+        timeout,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,38 +134,4 @@ mod tests {
             format!("symlink {wants}/web.service -> /etc/systemd/system/web.service")
         );
     }
-}
-
-/// `EnableUnitFiles([unit], runtime = false, force = false)`.
-pub fn enable(bus: &SystemdBus, unit: &str, timeout: Duration) -> Result<Enabled, DbusError> {
-    let (carries_install_info, changes): (bool, Vec<UnitFileChange>) = bus.call(
-        SYSTEMD,
-        MANAGER_PATH,
-        MANAGER,
-        "EnableUnitFiles",
-        &(vec![unit], false, false),
-        timeout,
-    )?;
-    Ok(Enabled {
-        carries_install_info,
-        changes,
-    })
-}
-
-/// `DisableUnitFiles([unit], runtime)`: with `runtime`, the links in
-/// `/run` (`systemctl disable --runtime`).
-pub fn disable(
-    bus: &SystemdBus,
-    unit: &str,
-    runtime: bool,
-    timeout: Duration,
-) -> Result<Vec<UnitFileChange>, DbusError> {
-    bus.call(
-        SYSTEMD,
-        MANAGER_PATH,
-        MANAGER,
-        "DisableUnitFiles",
-        &(vec![unit], runtime),
-        timeout,
-    )
 }
