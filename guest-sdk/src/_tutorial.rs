@@ -168,6 +168,35 @@
 //! assert_eq!(system.unit("telnet.socket"), Some(UnitState::stopped()));
 //! ```
 //!
+//! On a machine with a system bus the host runs starts, stops and restarts
+//! side by side on systemd's job engine: they return once queued, and the
+//! unit's next `status` waits for the job. The SDK then begins every service
+//! before it finishes any, with the same events.
+//! [`with_queued_jobs`](sim::SimulatedSystem::with_queued_jobs) simulates
+//! that, an injected failure showing where the host shows a failed job:
+//!
+//! ```
+//! # use guest_sdk::prelude::*;
+//! let policy = |_: &Context| {
+//!     Ok::<_, PolicyError>(
+//!         Policy::new()
+//!             .service(Service::new("db").enable(true))
+//!             .service(Service::new("app").enable(true)),
+//!     )
+//! };
+//! let mut system = SimulatedSystem::new()
+//!     .with_unit("db", UnitState::stopped())
+//!     .with_unit("app", UnitState::stopped())
+//!     .with_queued_jobs();
+//! guest_sdk::run(policy, &mut system, &RunOptions::default()).assert_converged();
+//! // Both starts are queued before either is awaited (by its `status`).
+//! system.assert_mutating_calls(&["start db", "start app", "enable db", "enable app"]);
+//! ```
+//!
+//! Declaration order alone does not order starts then: order them in the
+//! units (`After=`), or subscribe (`service#db`): a subscriber is looked at
+//! only after the job it subscribes to has ended.
+//!
 //! Run the tests with `cargo test`, as for any crate.
 //!
 //! ## 4. Settings

@@ -309,7 +309,10 @@ impl<'a> Applying<'a> {
         let status = match provider.status(&service.name) {
             Ok(status) => status,
             Err(e) => {
-                fail(event, format!("status of {}: {}", service.name, e.message()));
+                fail(
+                    event,
+                    format!("status of {}: {}", service.name, e.message()),
+                );
                 return applying;
             }
         };

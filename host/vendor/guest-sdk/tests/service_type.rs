@@ -1066,21 +1066,10 @@ fn queued_jobs_are_all_submitted_before_any_is_awaited() {
     let report = apply(&policy, &mut system, &RunOptions::default());
     assert!(report.succeeded(), "{report:?}");
     system.assert_calls(&[
-        "status a",
-        "start a",
-        "status b",
-        "start b",
-        "status c",
-        "start c",
+        "status a", "start a", "status b", "start b", "status c", "start c",
         // a's job awaited, then its phase two, then the check.
-        "status a",
-        "enable a",
-        "status a",
-        // b's awaiting status is its check.
-        "status b",
-        "status c",
-        "enable c",
-        "status c",
+        "status a", "enable a", "status a", // b's awaiting status is its check.
+        "status b", "status c", "enable c", "status c",
     ]);
     let actions: Vec<_> = report.events.iter().map(|e| e.actions.clone()).collect();
     assert_eq!(
