@@ -237,7 +237,7 @@ fn a_start_that_never_ends_costs_the_timeout_is_cancelled_and_the_others_converg
     let stuck = resource(&report, "service#pj-stuck");
     assert_eq!(stuck["failed"], true);
     assert!(
-        errors(stuck).contains("start pj-stuck: its job did not end within 3s (the provider timeout); the job was cancelled"),
+        errors(stuck).contains("start pj-stuck: StartUnit pj-stuck.service: its job did not end within 3s (the provider timeout); the job was cancelled"),
         "{stuck:#}"
     );
     let record = start_records(&report)

@@ -51,6 +51,7 @@ struct PendingJob {
     id: JobId,
     unit: String,
     operation: Operation,
+    change: Change,
     /// The index in `calls` of the call that queued it.
     record: usize,
     submitted: Instant,
@@ -300,8 +301,9 @@ impl<B: Backend> Guarded<B> {
         unit: &CheckedName,
         name: &str,
     ) -> Result<Progress, ProviderError> {
+        let key = job_key(unit);
         if change.is_job() {
-            self.wait_for(Awaited::Unit(unit.as_str()));
+            self.wait_for(Awaited::Unit(&key));
             while self.pending.len() >= self.guard.jobs.max(1) {
                 self.wait_for(Awaited::Any);
             }
@@ -321,20 +323,27 @@ impl<B: Backend> Guarded<B> {
         };
         self.pending.push(PendingJob {
             id,
-            unit: unit.as_str().to_owned(),
+            unit: key.clone(),
             operation,
+            change,
             record: self.calls.len() - 1,
             submitted: started,
         });
         if self.guard.jobs > 1 {
             return Ok(Progress::Queued);
         }
-        self.wait_for(Awaited::Unit(unit.as_str()));
-        match self.ended.remove(unit.as_str()).and_then(|o| o.error) {
+        self.wait_for(Awaited::Unit(&key));
+        match self.ended.remove(&key).and_then(|o| o.error) {
             Some(error) => Err(error),
             None => Ok(Progress::Finished),
         }
     }
+}
+
+/// The name a unit's jobs are kept under: its unit name as systemd reads
+/// it, so that `web` and `web.service` are one unit here too.
+fn job_key(unit: &CheckedName) -> String {
+    super::unit_name::mangle(unit.as_str()).unwrap_or_else(|| unit.to_string())
 }
 
 /// Why a pending job was given up.
@@ -350,7 +359,7 @@ enum GiveUp {
 
 impl GiveUp {
     fn error(self, job: &PendingJob, timeout: Duration, what: &str) -> ProviderError {
-        let (verb, unit) = (job.operation.verb(), &job.unit);
+        let (method, unit) = (super::job_result::method(job.change), &job.unit);
         let why = match self {
             GiveUp::Timeout => format!(
                 "its job did not end within {} (the provider timeout)",
@@ -362,7 +371,7 @@ impl GiveUp {
                 crate::interrupt::GRACE.as_secs()
             ),
         };
-        ProviderError::TimedOut(format!("{verb} {unit}: {why}; {what}"))
+        ProviderError::TimedOut(format!("{method} {unit}: {why}; {what}"))
     }
 }
 
@@ -380,13 +389,13 @@ impl<B: Backend> Provider for Guarded<B> {
         // daemon-reload: that is recorded as its own call.
         let admitted = self.admit(name);
         if let Ok(unit) = &admitted {
-            self.wait_for(Awaited::Unit(unit.as_str()));
+            self.wait_for(Awaited::Unit(&job_key(unit)));
         }
         let started = Instant::now();
         let budget = self.budget();
         let result = admitted.and_then(|unit| {
             let mut status = self.backend.status(&unit, &budget)?;
-            status.job = self.ended.remove(unit.as_str());
+            status.job = self.ended.remove(&job_key(&unit));
             Ok(status)
         });
         let call = self.record(

@@ -246,7 +246,7 @@ fn a_job_that_never_ends_is_cancelled_at_the_timeout_and_the_others_end() {
     assert!(
         error
             .message()
-            .starts_with("start stuck: its job did not end within 300ms")
+            .starts_with("StartUnit stuck.service: its job did not end within 300ms")
             && error.message().ends_with("the job was cancelled"),
         "{error:?}"
     );
@@ -274,7 +274,9 @@ fn the_runs_deadline_cuts_a_jobs_wait() {
     assert!(started.elapsed() < Duration::from_secs(2));
     let error = calls[0].error.as_deref().unwrap();
     assert!(
-        error.starts_with("stop stuck: its job had not ended at the run's wall-clock limit"),
+        error.starts_with(
+            "StopUnit stuck.service: its job had not ended at the run's wall-clock limit"
+        ),
         "{error}"
     );
     assert_eq!(seen.lock().unwrap().abandoned.len(), 1);
@@ -288,4 +290,22 @@ fn a_second_job_of_a_unit_waits_for_its_first() {
     assert_eq!(seen.lock().unwrap().most_pending, 1);
     let calls = p.take_calls();
     assert!(calls.iter().all(|c| c.outcome == Outcome::Ok));
+}
+
+#[test]
+fn a_units_two_spellings_share_its_job() {
+    let (mut p, _) = guarded(
+        8,
+        Duration::from_secs(10),
+        &[("web", failing(60, "Job for web.service failed."))],
+    );
+    assert_eq!(p.mutate(Operation::Start, "web"), Ok(Progress::Queued));
+    let status = p.status("web.service").unwrap();
+    assert_eq!(
+        status
+            .job
+            .and_then(|j| j.error)
+            .map(|e| e.message().to_owned()),
+        Some("Job for web.service failed.".to_owned())
+    );
 }

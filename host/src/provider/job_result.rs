@@ -87,8 +87,8 @@ pub fn outcome(change: Change, result: &str, unit: &str, unit_result: Option<&st
         _ => "Job failed. See \"journalctl -xe\" for details.".to_owned(),
     };
     Err(ProviderError::CommandFailed(format!(
-        "{} {unit}: job {result}: {sentence}",
-        change.verb()
+        "{} {unit} failed (job result: {result}): {sentence}",
+        method(change)
     )))
 }
 
@@ -122,8 +122,8 @@ mod tests {
                 "web.service",
                 Some("exit-code")
             )),
-            "start web.service: job failed: Job for web.service failed because the control \
-             process exited with error code. See \"systemctl status web.service\" and \
+            "StartUnit web.service failed (job result: failed): Job for web.service failed \
+             because the control process exited with error code. See \"systemctl status web.service\" and \
              \"journalctl -xeu web.service\" for details."
         );
         assert_eq!(
@@ -133,14 +133,15 @@ mod tests {
                 "web.service",
                 Some("new-word")
             )),
-            "restart web.service: job failed: Job for web.service failed. See \"systemctl \
-             status web.service\" and \"journalctl -xeu web.service\" for details."
+            "RestartUnit web.service failed (job result: failed): Job for web.service failed. \
+             See \"systemctl status web.service\" and \"journalctl -xeu web.service\" for details."
         );
         // Not a service: no Result to ask for.
         assert!(!needs_unit_result("failed", "web.socket"));
         assert_eq!(
             message(outcome(Change::Start, "failed", "web.socket", None)),
-            "start web.socket: job failed: Job failed. See \"journalctl -xe\" for details."
+            "StartUnit web.socket failed (job result: failed): Job failed. See \"journalctl -xe\" \
+             for details."
         );
     }
 
@@ -162,7 +163,7 @@ mod tests {
             assert!(!needs_unit_result(result, "a.service"), "{result}");
             assert_eq!(
                 message(outcome(Change::Start, result, "a.service", None)),
-                format!("start a.service: job {result}: {sentence}")
+                format!("StartUnit a.service failed (job result: {result}): {sentence}")
             );
         }
     }

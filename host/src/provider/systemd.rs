@@ -254,19 +254,11 @@ impl SystemdBackend {
                     return Ok(Ok(()));
                 }
                 // No link made: right only when its links were there.
-                let word = dbus.is_enabled(unit, timeout)?.stdout.trim().to_owned();
-                if read_is_enabled(
-                    unit,
-                    &super::runner::CommandOutput {
-                        code: Some(0),
-                        stdout: format!("{word}\n"),
-                        stderr: String::new(),
-                    },
-                )
-                .is_ok_and(|w| w.counts)
-                {
+                let state = dbus.is_enabled(unit, timeout)?;
+                if read_is_enabled(unit, &state).is_ok_and(|w| w.counts) {
                     return Ok(Ok(()));
                 }
+                let word = state.stdout.trim().to_owned();
                 let changes: Vec<String> =
                     enabled.changes.iter().map(ToString::to_string).collect();
                 return Ok(Err(ProviderError::CommandFailed(format!(
