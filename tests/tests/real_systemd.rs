@@ -587,7 +587,10 @@ fn linked_unit_counts_as_disabled_and_can_be_enabled() {
         2,
         &[
             "status kind-linked",
+            // A job on systemd's job engine (the sandbox's bus is up): the
+            // enable follows the status that waited for it.
             "start kind-linked",
+            "status kind-linked",
             "enable kind-linked",
             "status kind-linked",
         ],
