@@ -46,6 +46,27 @@ fn over_dbus(run: &Run) -> Value {
     report
 }
 
+/// Per unit, when systemd began and when it ended its change, as the
+/// monotonic timestamp properties `began` and `ended` say (µs since boot).
+fn windows<S: AsRef<str>>(m: &Machine, units: &[S], began: &str, ended: &str) -> Vec<(u64, u64)> {
+    units
+        .iter()
+        .map(|n| {
+            (
+                m.monotonic(n.as_ref(), began),
+                m.monotonic(n.as_ref(), ended),
+            )
+        })
+        .collect()
+}
+
+/// Whether every change began before any ended: they ran side by side.
+fn side_by_side(windows: &[(u64, u64)]) -> bool {
+    let last_began = windows.iter().map(|w| w.0).max().unwrap_or(0);
+    let first_ended = windows.iter().map(|w| w.1).min().unwrap_or(0);
+    last_began < first_ended
+}
+
 /// The `start` call records of the report, by service.
 fn start_records(report: &Value) -> Vec<&Value> {
     report["calls"]
@@ -78,19 +99,15 @@ fn twenty_slow_units_start_side_by_side_and_a_failing_one_fails_alone() {
 
     // Every slow unit began activating before any of them was active: the
     // twenty one-second starts ran side by side, not one after another.
-    let last_began = names
-        .iter()
-        .map(|n| m.monotonic(n, "InactiveExitTimestampMonotonic"))
-        .max()
-        .unwrap();
-    let first_done = names
-        .iter()
-        .map(|n| m.monotonic(n, "ActiveEnterTimestampMonotonic"))
-        .min()
-        .unwrap();
+    let starts = windows(
+        &m,
+        &names,
+        "InactiveExitTimestampMonotonic",
+        "ActiveEnterTimestampMonotonic",
+    );
     assert!(
-        last_began < first_done,
-        "the starts did not overlap: the last began at {last_began} µs, the first ended at {first_done} µs"
+        side_by_side(&starts),
+        "the starts did not overlap: {starts:?}"
     );
     for name in &names {
         assert_eq!(m.state(name), ("active".into(), "enabled".into()), "{name}");
@@ -177,28 +194,15 @@ fn a_subscriber_restarts_after_its_service_is_up_and_stops_run_side_by_side() {
     assert_eq!(resource(&report, "service#pj-app")["refreshed"], true);
 
     // The six one-second stops overlapped.
-    let last_began = stoppers
-        .iter()
-        .map(|n| m.monotonic(n, "ActiveExitTimestampMonotonic"))
-        .max()
-        .unwrap();
-    let first_done = stoppers
-        .iter()
-        .map(|n| m.monotonic(n, "InactiveEnterTimestampMonotonic"))
-        .min()
-        .unwrap();
-    let windows: Vec<(u64, u64)> = stoppers
-        .iter()
-        .map(|n| {
-            (
-                m.monotonic(n, "ActiveExitTimestampMonotonic"),
-                m.monotonic(n, "InactiveEnterTimestampMonotonic"),
-            )
-        })
-        .collect();
+    let stops = windows(
+        &m,
+        &stoppers,
+        "ActiveExitTimestampMonotonic",
+        "InactiveEnterTimestampMonotonic",
+    );
     assert!(
-        last_began < first_done,
-        "the stops did not overlap: {windows:?}\n{:#}",
+        side_by_side(&stops),
+        "the stops did not overlap: {stops:?}\n{:#}",
         report["calls"]
     );
     for name in &stoppers {
@@ -362,19 +366,16 @@ fn jobs_in_parallel_one_at_a_time_and_systemctl_give_the_same_events_and_states(
         );
         if args.contains(&"--jobs") {
             // One at a time, in declaration order.
-            let windows: Vec<(u64, u64)> = ["pj-a", "pj-b", "pj-c"]
-                .iter()
-                .map(|n| {
-                    (
-                        m.monotonic(n, "InactiveExitTimestampMonotonic"),
-                        m.monotonic(n, "ActiveEnterTimestampMonotonic"),
-                    )
-                })
-                .collect();
-            for pair in windows.windows(2) {
+            let starts = windows(
+                &m,
+                &["pj-a", "pj-b", "pj-c"],
+                "InactiveExitTimestampMonotonic",
+                "ActiveEnterTimestampMonotonic",
+            );
+            for pair in starts.windows(2) {
                 assert!(
                     pair[1].0 >= pair[0].1,
-                    "with --jobs 1 the starts overlapped: {windows:?}"
+                    "with --jobs 1 the starts overlapped: {starts:?}"
                 );
             }
         }
