@@ -6,7 +6,9 @@
 //! (`agent.rs`), which times it from spawn to exit; resets between
 //! repetitions (stopping and disabling the units) happen outside the timing.
 //! The host and its baseline are measured alternately, repetition by
-//! repetition, so that drift in the machine's load hits both alike.
+//! repetition, so that drift in the machine's load hits both alike. Last,
+//! slow units (starts of 0.5 s) show what starting units side by side on
+//! systemd's job engine saves against starting them one after the other.
 
 mod agent;
 mod machine;
@@ -25,7 +27,10 @@ use serde_json::Value;
 
 use agent::{Outcome, Spec};
 use machine::Machine;
-use report::{HostRun, Memory, Pair, Results, Scale, Startup, ToolRun, ToolRuns, SCALE_SIZES_FULL};
+use report::{
+    HostRun, Memory, Pair, Results, Scale, Slow, SlowScale, Startup, ToolRun, ToolRuns,
+    SCALE_SIZES_FULL,
+};
 
 /// The size at which the host is compared with Ansible and Puppet, and the
 /// overhead target is checked.
@@ -46,6 +51,17 @@ pub(crate) const NATIVE_LOOP_THREADS: &str = "native loop, 2 reader threads per 
 pub(crate) const WHAT_IF_BATCHED_NOOP: &str = "what-if: batched, 2 processes";
 pub(crate) const WHAT_IF_NO_RELOAD: &str = "what-if: enable --no-reload";
 pub(crate) const WHAT_IF_BATCHED_CONVERGE: &str = "what-if: batched, 6 processes";
+/// The tools, as sides of the slow-unit comparison.
+pub(crate) const ANSIBLE: &str = "Ansible";
+pub(crate) const PUPPET: &str = "Puppet";
+
+/// The names of the units of the main measurements, and of the slow ones:
+/// apart, so that the slow units' longer starts touch no other table.
+const FAST_PREFIX: &str = "bench";
+const SLOW_PREFIX: &str = "slow";
+/// How long a slow unit's `ExecStartPre=` sleeps: its start job takes that
+/// long in systemd, whoever asked for it.
+pub(crate) const SLOW_START: &str = "0.5";
 
 /// GNU time's output format: the maximum resident set size in KiB.
 const MAXRSS_FORMAT: &str = "bench-maxrss-kb=%M";
@@ -55,7 +71,7 @@ const EXAMPLE_UNITS: [&str; 3] = ["httpd", "legacy-ftpd", "metrics-agent"];
 const USAGE: &str = "\
 usage: cargo run --release -p policy-host-e2e --features bench --bin bench -- [OPTIONS]
 
-  --quick          fewer repetitions, N = 10 and 100 only, no Ansible or Puppet
+  --quick          fewer repetitions, N = 10 and 100 only (slow units too), no Ansible or Puppet
   --reps R         exactly R repetitions of every host/baseline measurement (default: as many
                    as fit in a time budget per measurement, between a minimum and a maximum)
   --no-tools       skip Ansible and Puppet
@@ -168,6 +184,9 @@ pub(crate) struct Plan {
     tool_reps: usize,
     tool_converge_reps: usize,
     pub tools: bool,
+    /// The sizes of the slow-unit measurement and their repetitions: the
+    /// shell script takes N × 0.55 s there (2.7 min at N = 300).
+    slow: Vec<(usize, Reps)>,
 }
 
 impl Plan {
@@ -186,6 +205,7 @@ impl Plan {
                 tool_reps: 1,
                 tool_converge_reps: 1,
                 tools: false,
+                slow: vec![(10, Reps::new(2, 2, 60)), (REFERENCE_N, Reps::exactly(1))],
             }
         } else {
             Plan {
@@ -201,6 +221,13 @@ impl Plan {
                 tool_reps: 3,
                 tool_converge_reps: 2,
                 tools: true,
+                // With Ansible and Puppet a repetition at N = 100 takes ~5 min:
+                // two of them; without, three.
+                slow: vec![
+                    (10, Reps::new(3, 7, 90)),
+                    (REFERENCE_N, Reps::new(2, 3, 400)),
+                    (300, Reps::new(1, 2, 400)),
+                ],
             }
         };
         if let Some(reps) = options.reps {
@@ -211,6 +238,9 @@ impl Plan {
             plan.converge_large = exactly;
             plan.converge_reference = exactly;
             plan.startup_reps = reps;
+            for (_, slow) in &mut plan.slow {
+                *slow = exactly;
+            }
         }
         if let Some(tools) = options.tools {
             plan.tools = tools;
@@ -379,9 +409,21 @@ fn progress(text: &str) {
     eprintln!("  {text}");
 }
 
-/// `bench-001`, `bench-002`, ...
-fn unit_names(n: usize) -> Vec<String> {
-    (1..=n).map(|i| format!("bench-{i:03}")).collect()
+/// `bench-001`, `bench-002`, ... (`prefix` `bench`).
+fn unit_names(prefix: &str, n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("{prefix}-{i:03}")).collect()
+}
+
+/// A service whose start takes [`SLOW_START`] seconds: the start job ends
+/// only once `ExecStartPre=` has exited, as for a daemon that needs time to
+/// come up. What starting units one after the other costs, and starting
+/// them side by side saves.
+fn slow_service(description: &str) -> String {
+    format!(
+        "[Unit]\nDescription={description}\n\n\
+         [Service]\nExecStartPre=/bin/sleep {SLOW_START}\nExecStart=/bin/sleep infinity\n\n\
+         [Install]\nWantedBy=multi-user.target\n"
+    )
 }
 
 /// The manifest making every unit running and enabled.
@@ -410,6 +452,11 @@ struct Bench {
     plan: Plan,
 }
 
+/// systemctl processes of a converging host run over D-Bus: the reload
+/// before and the reload after. Starts are jobs on systemd's job engine and
+/// enables `EnableUnitFiles`, both over the bus.
+const CONVERGE_PROCESSES: usize = 2;
+
 /// How a host run must have ended for its time to count.
 #[derive(Debug, Clone, Copy)]
 struct Expect {
@@ -433,8 +480,8 @@ impl Bench {
         let largest = *self.plan.sizes.iter().max().expect("at least one size");
         for &n in &self.plan.sizes {
             step(&format!("N = {n} units"));
-            let units = unit_names(n);
-            self.install_units(&units)?;
+            let units = unit_names(FAST_PREFIX, n);
+            self.install_units(&units, sleep_service)?;
             let settings = self.write(&format!("manifest-{n}.yaml"), &manifest(&units))?;
             let noop = self.noop_pair(&units, &settings)?;
             let converge = self.converge_pair(&units, &settings)?;
@@ -447,13 +494,19 @@ impl Bench {
                 memory = Some(self.memory(last, &settings)?);
             }
         }
+        let slow = self.slow_units();
+        let mut memory = memory.expect("the largest size was measured");
+        if let Some(s) = slow.sizes.iter().find(|s| s.n == memory.n) {
+            memory.slow_time_kb = s.converge.host.iter().filter_map(|r| r.maxrss_kb).collect();
+        }
         Ok(Results {
             machine,
             plan: self.plan.clone(),
             scale,
             tools,
             startup,
-            memory: memory.expect("the largest size was measured"),
+            slow,
+            memory,
             load_at_end: String::new(),
             duration: Default::default(),
         })
@@ -464,8 +517,8 @@ impl Bench {
         for unit in EXAMPLE_UNITS {
             self.sandbox.install_unit(unit, &sleep_service(unit));
         }
-        let units = unit_names(10);
-        self.install_units(&units)?;
+        let units = unit_names(FAST_PREFIX, 10);
+        self.install_units(&units, sleep_service)?;
         self.sh(&Self::set_all(&units, true))?;
         let settings = self.write("manifest-10.yaml", &manifest(&units))?;
         let runs = [
@@ -597,13 +650,13 @@ impl Bench {
     }
 
     /// Creates the unit files of `units` that do not exist yet, in one go,
-    /// then reloads systemd.
-    fn install_units(&self, units: &[String]) -> anyhow::Result<()> {
+    /// then reloads systemd. `unit_file` makes a unit's file from its name.
+    fn install_units(&self, units: &[String], unit_file: fn(&str) -> String) -> anyhow::Result<()> {
         let mut script = String::from("set -e\n");
         for unit in units {
             script.push_str(&format!(
                 "[ -e /etc/systemd/system/{unit}.service ] || cat > /etc/systemd/system/{unit}.service <<'UNIT'\n{}UNIT\n",
-                sleep_service(unit)
+                unit_file(unit)
             ));
         }
         script.push_str("systemctl daemon-reload\n");
@@ -891,11 +944,9 @@ impl Bench {
             reset: Some(Self::set_all(units, false)),
             ..Spec::default()
         };
-        // Over D-Bus: the reload before, a start and an enable per unit, the
-        // reload after.
         let expect = Expect {
             changed: n,
-            systemctl_calls: 2 + 2 * n,
+            systemctl_calls: CONVERGE_PROCESSES,
         };
         self.compare(
             &format!("N={n} converge"),
@@ -1045,27 +1096,8 @@ impl Bench {
         let n = units.len();
         step(&format!("Ansible and Puppet at N = {n}"));
         let module = tools::ansible_systemd_module();
-        let playbook = self.write("playbook.yml", &tools::playbook(module))?;
-        let vars = self.write("units.json", &tools::ansible_vars(units))?;
-        let ansible = vec![
-            "ansible-playbook".to_owned(),
-            "-i".into(),
-            "localhost,".into(),
-            "-c".into(),
-            "local".into(),
-            "-e".into(),
-            "ansible_python_interpreter=/usr/bin/python3".into(),
-            "-e".into(),
-            format!("@{}", vars.display()),
-            playbook.display().to_string(),
-        ];
-        let manifest = self.write("manifest.pp", &tools::puppet_manifest(units))?;
-        let puppet = vec![
-            "puppet".to_owned(),
-            "apply".into(),
-            "--detailed-exitcodes".into(),
-            manifest.display().to_string(),
-        ];
+        let ansible = self.ansible_argv(module, units, FAST_PREFIX)?;
+        let puppet = self.puppet_argv(units, FAST_PREFIX)?;
         let mut runs = ToolRuns {
             n,
             ansible_version: tools::version_of("ansible-playbook", &["--version"])
@@ -1140,6 +1172,109 @@ impl Bench {
         self.sh(&Self::set_all(units, true))?;
         Ok(runs)
     }
+
+    /// `ansible-playbook` making `units` running and enabled with Ansible's
+    /// systemd `module`; `tag` tells its variables file apart.
+    fn ansible_argv(
+        &self,
+        module: &str,
+        units: &[String],
+        tag: &str,
+    ) -> anyhow::Result<Vec<String>> {
+        let playbook = self.write("playbook.yml", &tools::playbook(module))?;
+        let vars = self.write(&format!("units-{tag}.json"), &tools::ansible_vars(units))?;
+        Ok(vec![
+            "ansible-playbook".to_owned(),
+            "-i".into(),
+            "localhost,".into(),
+            "-c".into(),
+            "local".into(),
+            "-e".into(),
+            "ansible_python_interpreter=/usr/bin/python3".into(),
+            "-e".into(),
+            format!("@{}", vars.display()),
+            playbook.display().to_string(),
+        ])
+    }
+
+    /// `puppet apply --detailed-exitcodes` of the manifest for `units`; `tag`
+    /// tells its file apart.
+    fn puppet_argv(&self, units: &[String], tag: &str) -> anyhow::Result<Vec<String>> {
+        let manifest = self.write(
+            &format!("manifest-{tag}.pp"),
+            &tools::puppet_manifest(units),
+        )?;
+        Ok(vec![
+            "puppet".to_owned(),
+            "apply".into(),
+            "--detailed-exitcodes".into(),
+            manifest.display().to_string(),
+        ])
+    }
+
+    /// Slow units, measured last (their files and running processes are then
+    /// no part of the other tables): converging N units whose starts take
+    /// [`SLOW_START`] s, the host against the shell script and, at the
+    /// reference size, Ansible and Puppet, in turn. A failure here is
+    /// reported with the results instead of losing the run.
+    fn slow_units(&self) -> Slow {
+        let mut slow = Slow::default();
+        for &(n, reps) in &self.plan.slow {
+            match self.slow_size(n, reps) {
+                Ok(converge) => slow.sizes.push(SlowScale { n, converge }),
+                Err(err) => {
+                    eprintln!("  slow units, N = {n}: {err:#}");
+                    slow.error = Some(format!("N = {n}: {err:#}"));
+                    break;
+                }
+            }
+        }
+        slow
+    }
+
+    fn slow_size(&self, n: usize, reps: Reps) -> anyhow::Result<Pair> {
+        step(&format!(
+            "Slow units (starts of {SLOW_START} s): N = {n}, converge"
+        ));
+        let units = unit_names(SLOW_PREFIX, n);
+        self.install_units(&units, slow_service)?;
+        let settings = self.write(&format!("manifest-slow-{n}.yaml"), &manifest(&units))?;
+        let script = self.write("systemctl-converge.sh", tools::CONVERGE_SCRIPT)?;
+        let spec = |argv: Vec<String>| Spec {
+            argv,
+            reset: Some(Self::set_all(&units, false)),
+            ..Spec::default()
+        };
+        let host = spec(self.host_argv(&self.manifest_policy, Some(&settings), WARM_CACHE));
+        let mut baselines = vec![("script", spec(script_argv(&script, &units)))];
+        if n == REFERENCE_N && self.plan.tools {
+            let module = tools::ansible_systemd_module();
+            let ansible = self.ansible_argv(module, &units, SLOW_PREFIX)?;
+            // Puppet says "changes made" with exit code 2; the comparison
+            // wants 0 for success.
+            let mut puppet = vec![
+                "sh".to_owned(),
+                "-c".into(),
+                "\"$@\"; [ $? -eq 2 ]".into(),
+                "puppet".into(),
+            ];
+            puppet.extend(self.puppet_argv(&units, SLOW_PREFIX)?);
+            baselines.push((ANSIBLE, spec(ansible)));
+            baselines.push((PUPPET, spec(puppet)));
+        }
+        let expect = Expect {
+            changed: n,
+            systemctl_calls: CONVERGE_PROCESSES,
+        };
+        self.compare(
+            &format!("slow N={n} converge"),
+            &units,
+            &host,
+            &baselines,
+            expect,
+            reps,
+        )
+    }
 }
 
 fn script_argv(script: &Path, units: &[String]) -> Vec<String> {
@@ -1184,8 +1319,11 @@ fn parse_host(outcome: &Outcome) -> anyhow::Result<HostRun> {
     let mut reload_ms = 0.0;
     for call in calls.iter().filter_map(|c| c.as_array()).flatten() {
         let operation = call.get("operation").and_then(Value::as_str);
+        // Over D-Bus only the daemon-reloads are systemctl processes; with
+        // systemctl a status is two (`is-active`, `is-enabled`).
         systemctl_calls += match operation {
-            Some("status") if status_reader == "dbus" => 0,
+            Some("daemon-reload") => 1,
+            _ if status_reader == "dbus" => 0,
             Some("status") => 2,
             _ => 1,
         };
