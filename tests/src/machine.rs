@@ -18,12 +18,16 @@ pub struct Machine {
     pub trusted_key: PathBuf,
 }
 
-/// Builds what the test runs, then boots a sandbox.
+/// Builds what the test runs, then boots a sandbox and starts its system
+/// bus, waiting until systemd is on it: the host then talks to systemd over
+/// D-Bus from its first run, as on a machine with `dbus` (without the wait,
+/// a first run could find the bus still starting and use systemctl).
 pub fn machine() -> Machine {
     let host = build::host_binary();
     let policy = build::signed_policy("manifest-policy");
     let trusted_key = build::test_key().public_key;
     let sandbox = Sandbox::boot_for_test(&build::target_dir());
+    sandbox.start_system_bus();
     Machine {
         sandbox,
         host,

@@ -678,12 +678,16 @@ fn runtime_enablement_is_removed_by_enable_false() {
         manifest,
         2,
         &[
+            // Both stops are queued on systemd's job engine before either
+            // is awaited; each disable follows the status that awaited it.
             "status kind-runtime",
             "stop kind-runtime",
+            "status kind-both",
+            "stop kind-both",
+            "status kind-runtime",
             "disable kind-runtime",
             "status kind-runtime",
             "status kind-both",
-            "stop kind-both",
             "disable kind-both",
             "status kind-both",
         ],
