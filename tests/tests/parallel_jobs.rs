@@ -32,11 +32,6 @@ fn running_and_enabled(names: &[String]) -> String {
     manifest
 }
 
-/// A machine with its system bus up, so that the host converges over D-Bus.
-fn bus_machine() -> Machine {
-    machine()
-}
-
 /// The report of a run, checked to have read and changed over D-Bus.
 fn over_dbus(run: &Run) -> Value {
     let report = run.report();
@@ -78,7 +73,7 @@ fn start_records(report: &Value) -> Vec<&Value> {
 #[test]
 #[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn twenty_slow_units_start_side_by_side_and_a_failing_one_fails_alone() {
-    let m = bus_machine();
+    let m = machine();
     let names: Vec<String> = (1..=20).map(|i| format!("pj-slow{i:02}")).collect();
     let mut units: Vec<_> = names.iter().map(|n| slow_service(n, "1", "")).collect();
     units.push((
@@ -144,7 +139,7 @@ fn twenty_slow_units_start_side_by_side_and_a_failing_one_fails_alone() {
 #[test]
 #[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn a_subscriber_restarts_after_its_service_is_up_and_stops_run_side_by_side() {
-    let m = bus_machine();
+    let m = machine();
     let stoppers: Vec<String> = (1..=6).map(|i| format!("pj-stop{i}")).collect();
     let mut units: Vec<_> = stoppers
         .iter()
@@ -211,7 +206,7 @@ fn a_subscriber_restarts_after_its_service_is_up_and_stops_run_side_by_side() {
 #[test]
 #[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn a_start_that_never_ends_costs_the_timeout_is_cancelled_and_the_others_converge() {
-    let m = bus_machine();
+    let m = machine();
     let mut units = vec![(
         "pj-stuck".to_owned(),
         "[Unit]\nDescription=never starts\n\n[Service]\nType=oneshot\nExecStart=/bin/sleep infinity\n\
@@ -330,7 +325,7 @@ fn outcome(m: &Machine, report: &Value) -> Vec<Value> {
 #[test]
 #[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn jobs_in_parallel_one_at_a_time_and_systemctl_give_the_same_events_and_states() {
-    let m = bus_machine();
+    let m = machine();
     let mut units: Vec<_> = ["pj-a", "pj-b", "pj-c"]
         .iter()
         .map(|n| slow_service(n, "0.3", ""))
@@ -422,7 +417,7 @@ fn jobs_in_parallel_one_at_a_time_and_systemctl_give_the_same_events_and_states(
 #[test]
 #[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn sigterm_cancels_no_queued_job_and_reports_which_jobs_ended() {
-    let m = bus_machine();
+    let m = machine();
     let units = vec![
         slow_service("pj-quick1", "0.2", ""),
         slow_service("pj-quick2", "0.2", ""),
@@ -489,7 +484,7 @@ fn sigterm_cancels_no_queued_job_and_reports_which_jobs_ended() {
 #[test]
 #[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
 fn an_enable_systemd_refuses_fails_in_systemctls_words_and_a_missing_unit_is_named() {
-    let m = bus_machine();
+    let m = machine();
     m.install_units(&[slow_service("pj-main", "0", "")]);
     // A file where pj-main's link would go: systemd refuses the enable.
     m.sandbox.write_file(
