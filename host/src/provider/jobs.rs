@@ -155,12 +155,8 @@ impl JobWatch {
         unit: &str,
         timeout: Duration,
     ) -> Result<JobId, DbusError> {
-        let method = match change {
-            Change::Start => "StartUnit",
-            Change::Stop => "StopUnit",
-            Change::Restart => "RestartUnit",
-            Change::Enable | Change::Disable => unreachable!("not a job: {change:?}"),
-        };
+        debug_assert!(change.is_job(), "not a job: {change:?}");
+        let method = super::job_result::method(change);
         let path: OwnedObjectPath = bus.call(
             SYSTEMD,
             MANAGER_PATH,
