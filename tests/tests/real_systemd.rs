@@ -80,10 +80,16 @@ fn converges_start_stop_enable_disable_then_second_run_changes_nothing() {
         resource(&report, "service#demo-b")["final"],
         serde_json::json!({"ensure": "stopped", "enabled": false})
     );
+    // Over D-Bus the statuses of unchanged units need no reload; the run's
+    // one reload comes before its first change.
+    let operations: Vec<String> = calls(&report).map(|(op, _)| op).collect();
+    let first_change = operations
+        .iter()
+        .position(|op| op != "status")
+        .expect("a converging run changes something");
     assert_eq!(
-        calls(&report).next().map(|(op, _)| op).as_deref(),
-        Some("daemon-reload"),
-        "daemon-reload comes first: {report:#}"
+        operations[first_change], "daemon-reload",
+        "the reload comes before the first change: {report:#}"
     );
     assert_eq!(report["summary"]["changed"], 2, "{report:#}");
     assert_eq!(report["summary"]["success"], true, "{report:#}");
@@ -94,7 +100,11 @@ fn converges_start_stop_enable_disable_then_second_run_changes_nothing() {
     assert_eq!(second.code, 0, "nothing to change: {second:?}");
     let report = second.report();
     assert_eq!(mutating_calls(&report), Vec::<String>::new(), "{report:#}");
-    assert_eq!(count_calls(&report, "daemon-reload"), 1, "{report:#}");
+    assert_eq!(
+        count_calls(&report, "daemon-reload"),
+        0,
+        "no unit file changed, nothing to change: no reload: {report:#}"
+    );
     assert_eq!(report["summary"]["changed"], 0, "{report:#}");
     assert_eq!(m.state("demo-a"), state(true, true));
     assert_eq!(m.state("demo-b"), state(false, false));
@@ -103,6 +113,134 @@ fn converges_start_stop_enable_disable_then_second_run_changes_nothing() {
     assert_eq!(
         plain.code, 0,
         "converged, without --detailed-exitcodes: {plain:?}"
+    );
+}
+
+/// systemd's `NeedDaemonReload` of a unit: `yes` or `no`.
+fn need_daemon_reload(m: &Machine, unit: &str) -> String {
+    let out = m
+        .sandbox
+        .systemctl(&["show", "-p", "NeedDaemonReload", "--value", "--", unit]);
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+fn the_run_reloads_when_a_unit_it_reads_changed_on_disk_or_before_its_first_change() {
+    let m = machine();
+    m.service("rl-app", true, true);
+    m.service("rl-other", true, true);
+    let manifest = "- service:\n    - rl-app:\n        ensure: running\n        enable: true\n";
+    let reloads = |args: &[&str]| {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let run = m.run(manifest, &all);
+        assert_eq!(run.code, 0, "{run:?}");
+        let report = run.report();
+        assert_eq!(mutating_calls(&report), Vec::<String>::new(), "{report:#}");
+        count_calls(&report, "daemon-reload")
+    };
+
+    // Converged, no unit file changed: no reload.
+    assert_eq!(reloads(&[]), 0);
+
+    // The unit's file changed: systemd is made to read it before the
+    // policy is told the unit's state.
+    m.sandbox.write_file(
+        "/etc/systemd/system/rl-app.service",
+        &sleep_service("rl-app, edited"),
+    );
+    assert_eq!(need_daemon_reload(&m, "rl-app"), "yes");
+    assert_eq!(reloads(&[]), 1);
+    assert_eq!(need_daemon_reload(&m, "rl-app"), "no");
+    let description =
+        m.sandbox
+            .systemctl(&["show", "-p", "Description", "--value", "--", "rl-app"]);
+    assert_eq!(
+        String::from_utf8_lossy(&description.stdout).trim(),
+        "rl-app, edited"
+    );
+    assert_eq!(reloads(&[]), 0, "read once, it needs no reload again");
+
+    // A drop-in in a directory made since the last reload: systemd 252
+    // does not notice it (NeedDaemonReload stays "no"); the host does.
+    let dropin_paths = || {
+        let out = m
+            .sandbox
+            .systemctl(&["show", "-p", "DropInPaths", "--value", "--", "rl-app"]);
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    m.sandbox.write_file(
+        "/etc/systemd/system/rl-app.service.d/env.conf",
+        "[Service]\nEnvironment=EDITED=1\n",
+    );
+    assert_eq!(need_daemon_reload(&m, "rl-app"), "no", "systemd 252");
+    assert_eq!(reloads(&[]), 1);
+    assert_eq!(
+        dropin_paths(),
+        "/etc/systemd/system/rl-app.service.d/env.conf"
+    );
+    // One more in that directory (systemd notices), and one for every
+    // service in a new directory of its own.
+    m.sandbox.write_file(
+        "/etc/systemd/system/rl-app.service.d/more.conf",
+        "[Service]\nEnvironment=MORE=1\n",
+    );
+    assert_eq!(need_daemon_reload(&m, "rl-app"), "yes");
+    assert_eq!(reloads(&[]), 1);
+    m.sandbox.write_file(
+        "/run/systemd/system/service.d/all.conf",
+        "[Service]\nEnvironment=ALL=1\n",
+    );
+    assert_eq!(reloads(&[]), 1);
+    assert!(dropin_paths().contains("/run/systemd/system/service.d/all.conf"));
+    assert_eq!(reloads(&[]), 0, "all loaded: no reload");
+
+    // A unit the policy does not read changed: a run that changes nothing
+    // leaves it to the next run that changes something, or to systemctl.
+    m.sandbox.write_file(
+        "/etc/systemd/system/rl-other.service",
+        &sleep_service("rl-other, edited"),
+    );
+    assert_eq!(reloads(&[]), 0);
+    assert_eq!(need_daemon_reload(&m, "rl-other"), "yes");
+    let stop = m.run(
+        "- service:\n    - rl-app:\n        ensure: stopped\n        enable: true\n",
+        &["--json"],
+    );
+    assert_eq!(stop.code, 0, "{stop:?}");
+    let report = stop.report();
+    let operations: Vec<String> = calls(&report).map(|(op, _)| op).collect();
+    assert_eq!(
+        operations[..3],
+        ["status", "daemon-reload", "stop"],
+        "{report:#}"
+    );
+    assert_eq!(need_daemon_reload(&m, "rl-other"), "no");
+    assert_eq!(m.state("rl-app"), state(false, true));
+
+    // A noop run never reloads; with systemctl the design's reload comes
+    // first, before any status.
+    m.sandbox.write_file(
+        "/etc/systemd/system/rl-app.service",
+        &sleep_service("rl-app, edited again"),
+    );
+    let noop = m.run(manifest, &["--json", "--noop"]);
+    assert_eq!(count_calls(&noop.report(), "daemon-reload"), 0, "{noop:?}");
+    assert_eq!(need_daemon_reload(&m, "rl-app"), "yes");
+    let forced = m.run(
+        "- service:\n    - rl-app:\n        ensure: stopped\n        enable: true\n",
+        &["--json", "--provider", "systemctl"],
+    );
+    let report = forced.report();
+    assert_eq!(
+        report["provider"]["status_reader"], "systemctl",
+        "{report:#}"
+    );
+    assert_eq!(
+        calls(&report).map(|(op, _)| op).collect::<Vec<_>>(),
+        ["daemon-reload", "status"],
+        "{report:#}"
     );
 }
 

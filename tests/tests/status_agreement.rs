@@ -292,7 +292,11 @@ fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
         .iter()
         .map(|c| c["operation"].as_str().unwrap())
         .collect();
-    assert_eq!(calls.first(), Some(&"daemon-reload"));
+    // The statuses read before the first change need no reload over D-Bus
+    // (the units' files did not change); the run's reload precedes the
+    // first change.
+    let first_change = calls.iter().position(|c| *c != "status").unwrap();
+    assert_eq!(calls[first_change], "daemon-reload", "{calls:?}");
     assert_eq!(calls.last(), Some(&"daemon-reload"), "{calls:?}");
     assert_eq!(
         calls.iter().filter(|c| **c == "daemon-reload").count(),

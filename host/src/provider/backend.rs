@@ -84,6 +84,16 @@ pub enum Applied {
 /// How a queued job ended, or why it is not known.
 pub type JobResult = Result<(), ProviderError>;
 
+/// What a backend's `status` found.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub status: ServiceStatus,
+    /// Whether a unit file or drop-in of the unit changed on disk since
+    /// systemd loaded it (systemd's `NeedDaemonReload`); `None` when the
+    /// backend cannot tell.
+    pub files_changed: Option<bool>,
+}
+
 /// How long one exchange with systemd may take: the per-command timeout,
 /// cut at the run's deadline.
 #[derive(Debug, Clone, Copy)]
@@ -121,10 +131,15 @@ pub trait Backend: Send {
     fn unavailable_reason(&self) -> Option<&str>;
     /// How status is read (`dbus` or `systemctl`), and why not over D-Bus
     /// when it is not.
-    fn status_reader(&self) -> (&'static str, Option<&str>);
+    fn status_reader(&mut self) -> (&'static str, Option<&str>);
+    /// Whether its next `status` will say if the unit's files changed since
+    /// systemd loaded them. When it will not, the guard makes the run's
+    /// daemon-reload before the first status, as the design does.
+    fn tells_files_changed(&mut self) -> bool {
+        false
+    }
     /// The unit's state, as systemd words it.
-    fn status(&mut self, unit: &CheckedName, time: &Budget)
-        -> Result<ServiceStatus, ProviderError>;
+    fn status(&mut self, unit: &CheckedName, time: &Budget) -> Result<Observed, ProviderError>;
     /// Carries out `change` (see [`Change`]): completely, or, for a job
     /// when the backend can hand it to systemd's job engine, up to its
     /// queueing. Enablement changes are made without a reload, which the

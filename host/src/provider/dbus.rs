@@ -15,6 +15,10 @@
 //! (names it cannot mangle, SysV init scripts) is left to systemctl itself:
 //! the caller asks it instead.
 //!
+//! - whether systemd's copy of the unit is older than its files: the
+//!   unit's `NeedDaemonReload` and `DropInPaths` (see [`super::dropins`]),
+//!   asked with the other two, so that a status is one round trip.
+//!
 //! The same connection carries the changes (`jobs` and `unit_files`).
 //!
 //! zbus talks to the system bus (dbus-daemon), not to PID 1's private
@@ -27,6 +31,21 @@ use super::runner::CommandOutput;
 pub(super) const SYSTEMD: &str = "org.freedesktop.systemd1";
 pub(super) const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
 pub(super) const MANAGER: &str = "org.freedesktop.systemd1.Manager";
+const UNIT: &str = "org.freedesktop.systemd1.Unit";
+
+/// A status's answers over the bus, for one unit.
+#[derive(Debug)]
+pub struct UnitAnswers {
+    /// As `systemctl is-active` prints it.
+    pub is_active: CommandOutput,
+    /// As `systemctl is-enabled` prints it.
+    pub is_enabled: CommandOutput,
+    /// `NeedDaemonReload`: a unit file or drop-in of the unit changed on
+    /// disk since systemd loaded it.
+    pub need_daemon_reload: bool,
+    /// `DropInPaths`: the drop-ins systemd loaded for the unit.
+    pub dropin_paths: Vec<String>,
+}
 
 /// Why an answer did not come over the bus.
 #[derive(Debug)]
@@ -138,36 +157,95 @@ impl SystemdBus {
         B: serde::Serialize + zbus::DynamicType,
         R: for<'d> serde::Deserialize<'d> + zbus::Type,
     {
-        self.runtime.block_on(async {
-            let reply = tokio::time::timeout(
+        self.runtime
+            .block_on(self.ask(destination, path, interface, method, body, timeout))
+    }
+
+    /// [`Self::call`], to be awaited beside other questions: systemd
+    /// answers them in order, and they share one round trip.
+    async fn ask<B, R>(
+        &self,
+        destination: &str,
+        path: &str,
+        interface: &str,
+        method: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<R, DbusError>
+    where
+        B: serde::Serialize + zbus::DynamicType,
+        R: for<'d> serde::Deserialize<'d> + zbus::Type,
+    {
+        let reply = tokio::time::timeout(
+            timeout,
+            self.connection
+                .call_method(Some(destination), path, Some(interface), method, body),
+        )
+        .await
+        .map_err(|_| {
+            transport(format!(
+                "no answer to {method} within {}",
+                humantime::format_duration(timeout)
+            ))
+        })?
+        .map_err(classify)?;
+        reply.body().deserialize::<R>().map_err(transport)
+    }
+
+    /// A property of the unit `unit` (already mangled).
+    async fn unit_property<T>(
+        &self,
+        unit: &str,
+        interface: &str,
+        property: &str,
+        timeout: Duration,
+    ) -> Result<T, DbusError>
+    where
+        T: TryFrom<zbus::OwnedVariant>,
+        T::Error: std::fmt::Display,
+    {
+        let value: zbus::OwnedVariant = self
+            .ask(
+                SYSTEMD,
+                &super::unit_name::object_path(unit),
+                "org.freedesktop.DBus.Properties",
+                "Get",
+                &(interface, property),
                 timeout,
-                self.connection
-                    .call_method(Some(destination), path, Some(interface), method, body),
             )
-            .await
-            .map_err(|_| {
-                transport(format!(
-                    "no answer to {method} within {}",
-                    humantime::format_duration(timeout)
-                ))
-            })?
-            .map_err(classify)?;
-            reply.body().deserialize::<R>().map_err(transport)
+            .await?;
+        T::try_from(value).map_err(transport)
+    }
+
+    /// What a status of `unit` (already mangled) needs, asked at once:
+    /// `is-active`, `is-enabled`, and what tells whether systemd's copy of
+    /// the unit is older than its files on disk.
+    pub fn unit_status(&self, unit: &str, timeout: Duration) -> Result<UnitAnswers, DbusError> {
+        self.runtime.block_on(async {
+            let (active, enabled, need_reload, dropins) = tokio::join!(
+                self.is_active_async(unit, timeout),
+                self.is_enabled_async(unit, timeout),
+                self.unit_property::<bool>(unit, UNIT, "NeedDaemonReload", timeout),
+                self.unit_property::<Vec<String>>(unit, UNIT, "DropInPaths", timeout),
+            );
+            Ok(UnitAnswers {
+                is_active: active?,
+                is_enabled: enabled?,
+                need_daemon_reload: need_reload?,
+                dropin_paths: dropins?,
+            })
         })
     }
 
     /// `ActiveState` of `unit` (already mangled), as `is-active` prints it.
-    pub fn is_active(&self, unit: &str, timeout: Duration) -> Result<CommandOutput, DbusError> {
-        let path = super::unit_name::object_path(unit);
-        let value: zbus::OwnedVariant = self.call(
-            SYSTEMD,
-            &path,
-            "org.freedesktop.DBus.Properties",
-            "Get",
-            &("org.freedesktop.systemd1.Unit", "ActiveState"),
-            timeout,
-        )?;
-        let word = String::try_from(value).map_err(transport)?;
+    async fn is_active_async(
+        &self,
+        unit: &str,
+        timeout: Duration,
+    ) -> Result<CommandOutput, DbusError> {
+        let word: String = self
+            .unit_property(unit, UNIT, "ActiveState", timeout)
+            .await?;
         // is-active exits 0 only for the running states; the readers do not
         // use the code for a word, but keep it true to systemctl's.
         let running = matches!(word.as_str(), "active" | "reloading" | "refreshing");
@@ -181,14 +259,24 @@ impl SystemdBus {
     /// `GetUnitFileState` of `unit` (already mangled), as `is-enabled`
     /// prints it: the word, or systemctl 252's message for a missing unit.
     pub fn is_enabled(&self, unit: &str, timeout: Duration) -> Result<CommandOutput, DbusError> {
-        let answer: Result<String, DbusError> = self.call(
-            SYSTEMD,
-            MANAGER_PATH,
-            MANAGER,
-            "GetUnitFileState",
-            &(unit,),
-            timeout,
-        );
+        self.runtime.block_on(self.is_enabled_async(unit, timeout))
+    }
+
+    async fn is_enabled_async(
+        &self,
+        unit: &str,
+        timeout: Duration,
+    ) -> Result<CommandOutput, DbusError> {
+        let answer: Result<String, DbusError> = self
+            .ask(
+                SYSTEMD,
+                MANAGER_PATH,
+                MANAGER,
+                "GetUnitFileState",
+                &(unit,),
+                timeout,
+            )
+            .await;
         match answer {
             Ok(word) => {
                 let enabled = matches!(
@@ -226,14 +314,11 @@ impl SystemdBus {
     /// The `Result` of the service `unit` (already mangled): why its last
     /// job failed, in systemd's word (`exit-code`, `timeout`, ...).
     pub fn service_result(&self, unit: &str, timeout: Duration) -> Result<String, DbusError> {
-        let value: zbus::OwnedVariant = self.call(
-            SYSTEMD,
-            &super::unit_name::object_path(unit),
-            "org.freedesktop.DBus.Properties",
-            "Get",
-            &("org.freedesktop.systemd1.Service", "Result"),
+        self.runtime.block_on(self.unit_property(
+            unit,
+            "org.freedesktop.systemd1.Service",
+            "Result",
             timeout,
-        )?;
-        String::try_from(value).map_err(transport)
+        ))
     }
 }

@@ -4,7 +4,11 @@
 //! 1. the name check (a unit name systemd would take, never an option);
 //! 2. the allowlist (`allow_units`);
 //! 3. availability (systemctl found);
-//! 4. the run's one daemon-reload, before its first operation;
+//! 4. the run's one daemon-reload: before its first change, and before its
+//!    first status unless the backend can tell whether the unit's files
+//!    changed since systemd loaded them (over D-Bus, `NeedDaemonReload`);
+//!    then only a status of a unit whose files changed makes it, and that
+//!    unit is read again after it;
 //! 5. noop (a change is refused in a dry run);
 //! 6. the deadline (the per-command timeout, cut at the run's wall clock);
 //! 7. the backend, which talks to systemd;
@@ -110,7 +114,7 @@ impl<B: Backend> Guarded<B> {
         }
     }
 
-    /// Steps 1 to 4: the name, the allowlist, availability, the reload.
+    /// Steps 1 to 3: the name, the allowlist, availability.
     fn admit(&mut self, name: &str) -> Result<CheckedName, ProviderError> {
         let unit = CheckedName::check(name).map_err(ProviderError::InvalidName)?;
         if let Some(allow) = &self.guard.allow {
@@ -124,8 +128,38 @@ impl<B: Backend> Guarded<B> {
         if let Some(reason) = self.backend.unavailable_reason() {
             return Err(ProviderError::Unavailable(reason.to_owned()));
         }
-        self.reload_once()?;
         Ok(unit)
+    }
+
+    /// Whether a status must wait for the run's reload before it reads:
+    /// always when the backend cannot tell whether the unit's files changed
+    /// (the design's rule), and after a failed reload, which every later
+    /// operation reports.
+    fn reload_before_status(&mut self) -> bool {
+        !self.backend.tells_files_changed() || matches!(self.reload, Reload::Failed(_))
+    }
+
+    /// The unit's state; when its files changed since systemd loaded them
+    /// (or the backend could not tell) and the run has not reloaded yet,
+    /// the run's reload is made and the unit read again, so a guest never
+    /// sees systemd's stale copy of a unit.
+    fn observe(
+        &mut self,
+        unit: &CheckedName,
+        started: &mut Instant,
+    ) -> Result<ServiceStatus, ProviderError> {
+        let mut observed = self.backend.status(unit, &self.budget())?;
+        if observed.files_changed != Some(false)
+            && self.reload == Reload::Pending
+            && !self.guard.noop
+        {
+            self.reload_once()?;
+            *started = Instant::now();
+            observed = self.backend.status(unit, &self.budget())?;
+        }
+        let mut status = observed.status;
+        status.job = self.ended.remove(&job_key(unit));
+        Ok(status)
     }
 
     fn reload_once(&mut self) -> Result<(), ProviderError> {
@@ -385,19 +419,19 @@ impl<B: Backend> Provider for Guarded<B> {
     }
 
     fn status(&mut self, name: &str) -> Result<ServiceStatus, ProviderError> {
-        // The clock starts after `admit`, which may make the run's one
-        // daemon-reload: that is recorded as its own call.
-        let admitted = self.admit(name);
+        // The clock starts after the run's daemon-reload, when this status
+        // makes it: that is recorded as its own call.
+        let admitted = self.admit(name).and_then(|unit| {
+            if self.reload_before_status() {
+                self.reload_once()?;
+            }
+            Ok(unit)
+        });
         if let Ok(unit) = &admitted {
             self.wait_for(Awaited::Unit(&job_key(unit)));
         }
-        let started = Instant::now();
-        let budget = self.budget();
-        let result = admitted.and_then(|unit| {
-            let mut status = self.backend.status(&unit, &budget)?;
-            status.job = self.ended.remove(&job_key(&unit));
-            Ok(status)
-        });
+        let mut started = Instant::now();
+        let result = admitted.and_then(|unit| self.observe(&unit, &mut started));
         let call = self.record(
             Call::Guest(Operation::Status),
             Some(name),
@@ -416,7 +450,10 @@ impl<B: Backend> Provider for Guarded<B> {
     fn mutate(&mut self, operation: Operation, name: &str) -> Result<Progress, ProviderError> {
         let change = Change::of(operation).expect("mutate is never asked for status");
         let started = Instant::now();
-        let refused = match self.admit(name) {
+        let admitted = self
+            .admit(name)
+            .and_then(|unit| self.reload_once().map(|()| unit));
+        let refused = match admitted {
             Ok(unit) if !self.guard.noop => return self.submit(operation, change, &unit, name),
             Ok(unit) => {
                 ProviderError::Denied(format!("{operation} {unit} refused: this is a noop run"))
@@ -439,7 +476,7 @@ impl<B: Backend> Provider for Guarded<B> {
         std::mem::take(&mut self.calls)
     }
 
-    fn status_reader(&self) -> (&'static str, Option<&str>) {
+    fn status_reader(&mut self) -> (&'static str, Option<&str>) {
         self.backend.status_reader()
     }
 

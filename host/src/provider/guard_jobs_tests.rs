@@ -1,12 +1,15 @@
 //! The guard's following of queued jobs, over a backend of the test's own
-//! that queues every job and ends each after a scripted time.
+//! that queues every job and ends each after a scripted time; and the run's
+//! reload over a backend that, like systemd over D-Bus, says whether a
+//! unit's files changed since systemd loaded them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::*;
 use crate::contract::ErrorKind;
+use crate::provider::backend::Observed;
 
 /// How a unit's job goes: it ends `after` its submission, with `result`;
 /// `None`: it never ends.
@@ -23,6 +26,8 @@ struct Seen {
     /// (job, cancelled) for every job given up.
     abandoned: Vec<(JobId, bool)>,
     submitted: Vec<String>,
+    /// What reached the backend: `status UNIT`, `reload`, `start UNIT`, ...
+    log: Vec<String>,
 }
 
 struct QueueingBackend {
@@ -30,24 +35,42 @@ struct QueueingBackend {
     pending: Vec<(JobId, Instant, Script)>,
     next: u64,
     seen: Arc<Mutex<Seen>>,
+    /// Units whose files changed on disk since systemd loaded them, until
+    /// a reload.
+    files_changed: HashSet<String>,
+    /// Units whose status cannot tell (the bus failed and systemctl
+    /// answered).
+    cannot_tell: HashSet<String>,
+    /// The reload fails with this.
+    reload_error: Option<String>,
 }
 
 impl Backend for QueueingBackend {
     fn unavailable_reason(&self) -> Option<&str> {
         None
     }
-    fn status_reader(&self) -> (&'static str, Option<&str>) {
+    fn status_reader(&mut self) -> (&'static str, Option<&str>) {
         ("dbus", None)
     }
-    fn status(&mut self, unit: &CheckedName, _: &Budget) -> Result<ServiceStatus, ProviderError> {
-        Ok(ServiceStatus {
-            name: unit.to_string(),
-            provider: "systemd".into(),
-            enabled: false,
-            running: true,
-            active_word: "active".into(),
-            enabled_word: "disabled".into(),
-            job: None,
+    fn tells_files_changed(&mut self) -> bool {
+        true
+    }
+    /// A unit whose files changed reads `stale` until a reload.
+    fn status(&mut self, unit: &CheckedName, _: &Budget) -> Result<Observed, ProviderError> {
+        let unit = unit.as_str();
+        self.seen.lock().unwrap().log.push(format!("status {unit}"));
+        let changed = self.files_changed.contains(unit);
+        Ok(Observed {
+            status: ServiceStatus {
+                name: unit.to_owned(),
+                provider: "systemd".into(),
+                enabled: false,
+                running: true,
+                active_word: if changed { "stale" } else { "active" }.into(),
+                enabled_word: "disabled".into(),
+                job: None,
+            },
+            files_changed: (!self.cannot_tell.contains(unit)).then_some(changed),
         })
     }
     fn change(
@@ -56,6 +79,11 @@ impl Backend for QueueingBackend {
         unit: &CheckedName,
         _: &Budget,
     ) -> Result<Applied, ProviderError> {
+        self.seen
+            .lock()
+            .unwrap()
+            .log
+            .push(format!("{} {unit}", change.verb()));
         if !change.is_job() {
             return Ok(Applied::Done);
         }
@@ -98,6 +126,11 @@ impl Backend for QueueingBackend {
         .to_owned()
     }
     fn daemon_reload(&mut self, _: &Budget) -> Result<(), ProviderError> {
+        self.seen.lock().unwrap().log.push("reload".into());
+        if let Some(error) = &self.reload_error {
+            return Err(ProviderError::CommandFailed(error.clone()));
+        }
+        self.files_changed.clear();
         Ok(())
     }
 }
@@ -116,6 +149,9 @@ fn guarded(
         pending: Vec::new(),
         next: 0,
         seen: seen.clone(),
+        files_changed: HashSet::new(),
+        cannot_tell: HashSet::new(),
+        reload_error: None,
     };
     let guard = Guard {
         allow: None,
@@ -308,4 +344,106 @@ fn a_units_two_spellings_share_its_job() {
             .map(|e| e.message().to_owned()),
         Some("Job for web.service failed.".to_owned())
     );
+}
+
+/// What reached the backend, in order.
+fn backend_log(seen: &Arc<Mutex<Seen>>) -> Vec<String> {
+    seen.lock().unwrap().log.clone()
+}
+
+#[test]
+fn statuses_of_unchanged_units_make_no_reload_and_the_first_change_does() {
+    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
+    assert_eq!(p.status("web").unwrap().active_word, "active");
+    assert_eq!(p.status("db").unwrap().active_word, "active");
+    assert_eq!(backend_log(&seen), ["status web", "status db"]);
+    p.mutate(Operation::Enable, "web").unwrap();
+    p.mutate(Operation::Start, "db").unwrap();
+    assert_eq!(
+        backend_log(&seen),
+        [
+            "status web",
+            "status db",
+            "reload",
+            "enable web",
+            "start db"
+        ]
+    );
+    let verbs: Vec<_> = p.take_calls().iter().map(|c| c.operation.verb()).collect();
+    assert_eq!(
+        verbs,
+        ["status", "status", "daemon-reload", "enable", "start"]
+    );
+}
+
+#[test]
+fn a_unit_whose_files_changed_is_read_again_after_the_runs_one_reload() {
+    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
+    p.backend.files_changed.insert("web".into());
+    assert_eq!(p.status("db").unwrap().active_word, "active");
+    // The guest sees the unit as systemd has it after the reload.
+    assert_eq!(p.status("web").unwrap().active_word, "active");
+    p.backend.files_changed.insert("app".into());
+    // One reload a run: a unit changed after it is not reloaded again (the
+    // design's rule), and the change that follows makes none either.
+    assert_eq!(p.status("app").unwrap().active_word, "stale");
+    p.mutate(Operation::Start, "app").unwrap();
+    assert_eq!(
+        backend_log(&seen),
+        [
+            "status db",
+            "status web",
+            "reload",
+            "status web",
+            "status app",
+            "start app"
+        ]
+    );
+    let calls = p.take_calls();
+    let verbs: Vec<_> = calls.iter().map(|c| c.operation.verb()).collect();
+    assert_eq!(
+        verbs,
+        ["status", "daemon-reload", "status", "status", "start"],
+        "one record per status asked, the reload its own"
+    );
+    assert_eq!(calls[2].service.as_deref(), Some("web"));
+}
+
+#[test]
+fn a_status_that_cannot_tell_makes_the_reload_and_reads_again() {
+    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
+    p.backend.cannot_tell.insert("web".into());
+    p.status("web").unwrap();
+    assert_eq!(backend_log(&seen), ["status web", "reload", "status web"]);
+}
+
+#[test]
+fn a_noop_run_never_reloads_even_for_a_changed_unit() {
+    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
+    p.guard.noop = true;
+    p.backend.files_changed.insert("web".into());
+    assert_eq!(p.status("web").unwrap().active_word, "stale");
+    assert!(p.mutate(Operation::Start, "web").is_err());
+    assert_eq!(backend_log(&seen), ["status web"]);
+}
+
+#[test]
+fn after_a_failed_reload_every_operation_fails_with_its_message() {
+    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
+    p.backend.reload_error = Some("Access denied".into());
+    p.backend.files_changed.insert("web".into());
+    assert_eq!(
+        p.status("web"),
+        Err(ProviderError::CommandFailed("Access denied".into()))
+    );
+    // An unchanged unit too: what systemd has loaded may be out of date.
+    assert_eq!(
+        p.status("db"),
+        Err(ProviderError::CommandFailed("Access denied".into()))
+    );
+    assert_eq!(
+        p.mutate(Operation::Start, "db"),
+        Err(ProviderError::CommandFailed("Access denied".into()))
+    );
+    assert_eq!(backend_log(&seen), ["status web", "reload"]);
 }

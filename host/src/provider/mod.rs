@@ -5,6 +5,7 @@
 pub mod allow;
 pub mod backend;
 pub mod dbus;
+pub mod dropins;
 pub mod guard;
 pub mod job_result;
 pub mod jobs;
@@ -42,7 +43,7 @@ pub trait Provider: Send {
     fn take_calls(&mut self) -> Vec<CallRecord>;
     /// How status is read (`dbus` or `systemctl`), and why not over D-Bus
     /// when it is not.
-    fn status_reader(&self) -> (&'static str, Option<&str>) {
+    fn status_reader(&mut self) -> (&'static str, Option<&str>) {
         ("systemctl", None)
     }
     /// Ends the run: whatever must follow the last operation (the one

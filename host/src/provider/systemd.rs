@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::backend::{locked, Applied, Backend, Budget, Change, JobId, JobResult};
-use super::dbus::{DbusError, SystemdBus};
+use super::backend::{locked, Applied, Backend, Budget, Change, JobId, JobResult, Observed};
+use super::dbus::{DbusError, SystemdBus, UnitAnswers};
 use super::guard::{Guard, Guarded};
 use super::jobs::JobWatch;
 use super::parse::{read_is_active, read_is_enabled, Word};
@@ -81,6 +81,9 @@ pub struct SystemdBackend {
     systemctl: Systemctl,
     /// The system bus, while it works.
     dbus: Option<SystemdBus>,
+    /// The bus is to be connected to at the first question (see
+    /// [`SystemdBackend::connect_once`]).
+    connect_pending: bool,
     /// The jobs queued over the bus, once the first one is.
     jobs: Option<JobWatch>,
     /// Why systemd is asked with systemctl, when it is.
@@ -96,23 +99,38 @@ struct Refusal {
 
 impl SystemdBackend {
     fn new(systemctl: Systemctl, status_via: StatusVia, timeout: Duration) -> Self {
-        let (dbus, status_note) = match (status_via, systemctl.unavailable_reason()) {
-            (StatusVia::Systemctl, _) => (None, Some("provider = \"systemctl\"".to_owned())),
-            (StatusVia::Auto, Some(_)) => (None, None),
-            (StatusVia::Auto, None) => match SystemdBus::connect(timeout) {
-                Ok(dbus) => (Some(dbus), None),
-                Err(why) => (None, Some(why)),
-            },
+        let (connect_pending, status_note) = match (status_via, systemctl.unavailable_reason()) {
+            (StatusVia::Systemctl, _) => (false, Some("provider = \"systemctl\"".to_owned())),
+            (StatusVia::Auto, Some(_)) => (false, None),
+            (StatusVia::Auto, None) => (true, None),
         };
         if let Some(why) = &status_note {
             tracing::info!("status is read with systemctl: {why}");
         }
         Self {
             systemctl,
-            dbus,
+            dbus: None,
+            connect_pending,
             jobs: None,
             status_note,
             timeout,
+        }
+    }
+
+    /// Connects to the system bus at the first question that could use it,
+    /// not when the provider is made: the host's start-up does not wait
+    /// for the bus, and its first call to systemd begins as soon as the
+    /// policy asks.
+    fn connect_once(&mut self) {
+        if !std::mem::take(&mut self.connect_pending) {
+            return;
+        }
+        match SystemdBus::connect(self.timeout) {
+            Ok(dbus) => self.dbus = Some(dbus),
+            Err(why) => {
+                tracing::info!("status is read with systemctl: {why}");
+                self.status_note = Some(why);
+            }
         }
     }
 
@@ -122,23 +140,33 @@ impl SystemdBackend {
         read_is_enabled(service.as_str(), &output)
     }
 
-    /// What `systemctl is-active --system -- NAME` prints, asked over D-Bus
-    /// when it can be.
-    fn is_active_output(
+    /// A status's answers over D-Bus, in one round trip, and whether the
+    /// unit's files changed since systemd loaded it; `None` when
+    /// systemctl is to answer instead (no bus, or it failed). A unit
+    /// generated from a SysV init script has its `is-enabled` asked of
+    /// systemctl, which asks `systemd-sysv-install` as systemd 252 does.
+    fn status_over_dbus(
         &mut self,
         service: &CheckedName,
         time: &Budget,
-    ) -> Result<CommandOutput, ProviderError> {
-        if let Some(unit) = self.dbus.as_ref().and_then(|_| mangle(service.as_str())) {
-            // `None`: the bus failed, and systemctl answers instead.
-            if let Some(output) = self.over_dbus(time, "status", |dbus, _, timeout| {
-                dbus.is_active(&unit, timeout)
-            })? {
-                return output.map_err(Refusal::status_error);
-            }
+    ) -> Result<Option<(UnitAnswers, bool)>, ProviderError> {
+        let Some(unit) = self.dbus.as_ref().and_then(|_| mangle(service.as_str())) else {
+            return Ok(None);
+        };
+        let Some(answers) = self.over_dbus(time, "status", |dbus, _, timeout| {
+            dbus.unit_status(&unit, timeout)
+        })?
+        else {
+            return Ok(None);
+        };
+        let mut answers = answers.map_err(Refusal::status_error)?;
+        if answers.is_enabled.stdout.trim() == "generated" && has_sysv_script(&unit) {
+            answers.is_enabled = self
+                .systemctl
+                .output(&["is-enabled", "--system", "--", service.as_str()], time)?;
         }
-        self.systemctl
-            .output(&["is-active", "--system", "--", service.as_str()], time)
+        let changed = files_changed(&unit, &answers);
+        Ok(Some((answers, changed)))
     }
 
     /// What `systemctl is-enabled --system -- NAME` prints, asked over D-Bus
@@ -312,6 +340,23 @@ impl SystemdBackend {
     }
 }
 
+/// Whether the unit's files changed since systemd loaded it: its
+/// `NeedDaemonReload`, or a drop-in on disk that systemd did not load (a
+/// drop-in directory made since, which systemd 252 does not notice).
+fn files_changed(unit: &str, answers: &UnitAnswers) -> bool {
+    if answers.need_daemon_reload {
+        return true;
+    }
+    let roots = super::dropins::SEARCH_PATHS.map(Path::new);
+    match super::dropins::unloaded_dropin(unit, &answers.dropin_paths, &roots) {
+        Some(path) => {
+            tracing::debug!(unit, dropin = %path.display(), "a drop-in systemd has not loaded");
+            true
+        }
+        None => false,
+    }
+}
+
 /// Whether /etc/init.d has a script for `unit` (mangled, `NAME.service`).
 fn has_sysv_script(unit: &str) -> bool {
     unit.strip_suffix(".service")
@@ -346,7 +391,8 @@ impl Backend for SystemdBackend {
         self.systemctl.unavailable_reason()
     }
 
-    fn status_reader(&self) -> (&'static str, Option<&str>) {
+    fn status_reader(&mut self) -> (&'static str, Option<&str>) {
+        self.connect_once();
         if self.dbus.is_some() {
             ("dbus", None)
         } else {
@@ -354,16 +400,32 @@ impl Backend for SystemdBackend {
         }
     }
 
-    /// `systemctl is-active` and `is-enabled` of the unit.
-    fn status(
-        &mut self,
-        unit: &CheckedName,
-        time: &Budget,
-    ) -> Result<ServiceStatus, ProviderError> {
-        let active = self.is_active_output(unit, time)?;
+    /// Over D-Bus, whether a unit's answers say that its files changed
+    /// since systemd loaded them; with systemctl they do not.
+    fn tells_files_changed(&mut self) -> bool {
+        self.connect_once();
+        self.dbus.is_some()
+    }
+
+    /// `systemctl is-active` and `is-enabled` of the unit, and over D-Bus
+    /// its `NeedDaemonReload`.
+    fn status(&mut self, unit: &CheckedName, time: &Budget) -> Result<Observed, ProviderError> {
+        self.connect_once();
+        let (active, enabled, files_changed) = match self.status_over_dbus(unit, time)? {
+            Some((answers, files_changed)) => (
+                answers.is_active,
+                read_is_enabled(unit.as_str(), &answers.is_enabled)?,
+                Some(files_changed),
+            ),
+            None => (
+                self.systemctl
+                    .output(&["is-active", "--system", "--", unit.as_str()], time)?,
+                self.is_enabled(unit, time)?,
+                None,
+            ),
+        };
         let active = read_is_active(&active)?;
-        let enabled = self.is_enabled(unit, time)?;
-        Ok(ServiceStatus {
+        let status = ServiceStatus {
             name: unit.to_string(),
             provider: self.name().to_owned(),
             enabled: enabled.counts,
@@ -372,6 +434,10 @@ impl Backend for SystemdBackend {
             enabled_word: enabled.word.to_owned(),
             // The guard adds how a queued job ended.
             job: None,
+        };
+        Ok(Observed {
+            status,
+            files_changed,
         })
     }
 
@@ -389,6 +455,7 @@ impl Backend for SystemdBackend {
         unit: &CheckedName,
         time: &Budget,
     ) -> Result<Applied, ProviderError> {
+        self.connect_once();
         if let Some(mangled) = self.dbus.as_ref().and_then(|_| mangle(unit.as_str())) {
             if change.is_job() {
                 if let Some(job) = self.job_over_dbus(change, &mangled, time)? {

@@ -257,12 +257,13 @@ fn run_one(
     }
     let calls = provider.take_calls();
     let (status_reader, status_note) = provider.status_reader();
+    let status_note = status_note.map(str::to_owned);
     let provider_info = ProviderInfo {
         name: provider.name(),
         available: provider.unavailable_reason().is_none(),
         detail: provider.unavailable_reason().map(str::to_owned),
         status_reader,
-        status_note: status_note.map(str::to_owned),
+        status_note,
     };
     let outcome = GuestOutcome::new(
         run.outcome,
