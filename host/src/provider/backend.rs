@@ -135,7 +135,8 @@ pub trait Backend: Send {
     /// Whether its next `status` will say if the unit's files changed since
     /// systemd loaded them. When it will not, the guard makes the run's
     /// daemon-reload before the first status, as the design does.
-    fn tells_files_changed(&mut self) -> bool {
+    fn tells_files_changed(&mut self, time: &Budget) -> bool {
+        let _ = time;
         false
     }
     /// The unit's state, as systemd words it.

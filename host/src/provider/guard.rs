@@ -136,7 +136,8 @@ impl<B: Backend> Guarded<B> {
     /// (the design's rule), and after a failed reload, which every later
     /// operation reports.
     fn reload_before_status(&mut self) -> bool {
-        !self.backend.tells_files_changed() || matches!(self.reload, Reload::Failed(_))
+        let budget = self.budget();
+        !self.backend.tells_files_changed(&budget) || matches!(self.reload, Reload::Failed(_))
     }
 
     /// The unit's state; when its files changed since systemd loaded them

@@ -52,7 +52,7 @@ impl Backend for QueueingBackend {
     fn status_reader(&mut self) -> (&'static str, Option<&str>) {
         ("dbus", None)
     }
-    fn tells_files_changed(&mut self) -> bool {
+    fn tells_files_changed(&mut self, _: &Budget) -> bool {
         true
     }
     /// A unit whose files changed reads `stale` until a reload.

@@ -120,12 +120,18 @@ impl SystemdBackend {
     /// Connects to the system bus at the first question that could use it,
     /// not when the provider is made: the host's start-up does not wait
     /// for the bus, and its first call to systemd begins as soon as the
-    /// policy asks.
-    fn connect_once(&mut self) {
-        if !std::mem::take(&mut self.connect_pending) {
+    /// policy asks. Connecting is an exchange like any other: it may take
+    /// the per-command timeout, cut at the run's wall clock; past that,
+    /// it is not tried (the call itself then fails on the deadline).
+    fn connect_once(&mut self, time: &Budget) {
+        if !self.connect_pending {
             return;
         }
-        match SystemdBus::connect(self.timeout) {
+        let Ok(timeout) = time.now("connecting to the system bus") else {
+            return;
+        };
+        self.connect_pending = false;
+        match SystemdBus::connect(timeout) {
             Ok(dbus) => self.dbus = Some(dbus),
             Err(why) => {
                 tracing::info!("status is read with systemctl: {why}");
@@ -391,8 +397,13 @@ impl Backend for SystemdBackend {
         self.systemctl.unavailable_reason()
     }
 
+    /// When no call was made, the bus is connected to now, so that the
+    /// report says how status would have been read.
     fn status_reader(&mut self) -> (&'static str, Option<&str>) {
-        self.connect_once();
+        self.connect_once(&Budget {
+            timeout: self.timeout,
+            deadline: None,
+        });
         if self.dbus.is_some() {
             ("dbus", None)
         } else {
@@ -402,15 +413,15 @@ impl Backend for SystemdBackend {
 
     /// Over D-Bus, whether a unit's answers say that its files changed
     /// since systemd loaded them; with systemctl they do not.
-    fn tells_files_changed(&mut self) -> bool {
-        self.connect_once();
+    fn tells_files_changed(&mut self, time: &Budget) -> bool {
+        self.connect_once(time);
         self.dbus.is_some()
     }
 
     /// `systemctl is-active` and `is-enabled` of the unit, and over D-Bus
     /// its `NeedDaemonReload`.
     fn status(&mut self, unit: &CheckedName, time: &Budget) -> Result<Observed, ProviderError> {
-        self.connect_once();
+        self.connect_once(time);
         let (active, enabled, files_changed) = match self.status_over_dbus(unit, time)? {
             Some((answers, files_changed)) => (
                 answers.is_active,
@@ -455,7 +466,7 @@ impl Backend for SystemdBackend {
         unit: &CheckedName,
         time: &Budget,
     ) -> Result<Applied, ProviderError> {
-        self.connect_once();
+        self.connect_once(time);
         if let Some(mangled) = self.dbus.as_ref().and_then(|_| mangle(unit.as_str())) {
             if change.is_job() {
                 if let Some(job) = self.job_over_dbus(change, &mangled, time)? {
