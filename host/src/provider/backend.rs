@@ -90,7 +90,7 @@ pub struct Observed {
     pub status: ServiceStatus,
     /// Whether a unit file or drop-in of the unit changed on disk since
     /// systemd loaded it (systemd's `NeedDaemonReload`); `None` when the
-    /// backend cannot tell.
+    /// backend cannot tell, or was not asked.
     pub files_changed: Option<bool>,
 }
 
@@ -139,8 +139,15 @@ pub trait Backend: Send {
         let _ = time;
         false
     }
-    /// The unit's state, as systemd words it.
-    fn status(&mut self, unit: &CheckedName, time: &Budget) -> Result<Observed, ProviderError>;
+    /// The unit's state, as systemd words it; with `files_changed_too`,
+    /// also whether its files changed, when the backend can tell (it costs
+    /// questions, so the guard asks only while the run's reload is to come).
+    fn status(
+        &mut self,
+        unit: &CheckedName,
+        time: &Budget,
+        files_changed_too: bool,
+    ) -> Result<Observed, ProviderError>;
     /// Carries out `change` (see [`Change`]): completely, or, for a job
     /// when the backend can hand it to systemd's job engine, up to its
     /// queueing. Enablement changes are made without a reload, which the

@@ -40,6 +40,14 @@ pub struct UnitAnswers {
     pub is_active: CommandOutput,
     /// As `systemctl is-enabled` prints it.
     pub is_enabled: CommandOutput,
+    /// What tells whether systemd's copy of the unit is older than its
+    /// files, when it was asked.
+    pub loaded: Option<LoadedFiles>,
+}
+
+/// What systemd says of the files it loaded for a unit.
+#[derive(Debug)]
+pub struct LoadedFiles {
     /// `NeedDaemonReload`: a unit file or drop-in of the unit changed on
     /// disk since systemd loaded it.
     pub need_daemon_reload: bool,
@@ -218,21 +226,37 @@ impl SystemdBus {
     }
 
     /// What a status of `unit` (already mangled) needs, asked at once:
-    /// `is-active`, `is-enabled`, and what tells whether systemd's copy of
-    /// the unit is older than its files on disk.
-    pub fn unit_status(&self, unit: &str, timeout: Duration) -> Result<UnitAnswers, DbusError> {
-        self.runtime.block_on(async {
-            let (active, enabled, need_reload, dropins) = tokio::join!(
-                self.is_active_async(unit, timeout),
-                self.is_enabled_async(unit, timeout),
+    /// `is-active`, `is-enabled`, and, with `loaded_too`, what tells
+    /// whether systemd's copy of the unit is older than its files on disk.
+    pub fn unit_status(
+        &self,
+        unit: &str,
+        loaded_too: bool,
+        timeout: Duration,
+    ) -> Result<UnitAnswers, DbusError> {
+        let loaded = async {
+            if !loaded_too {
+                return Ok(None);
+            }
+            let (need_reload, dropins) = tokio::join!(
                 self.unit_property::<bool>(unit, UNIT, "NeedDaemonReload", timeout),
                 self.unit_property::<Vec<String>>(unit, UNIT, "DropInPaths", timeout),
+            );
+            Ok(Some(LoadedFiles {
+                need_daemon_reload: need_reload?,
+                dropin_paths: dropins?,
+            }))
+        };
+        self.runtime.block_on(async {
+            let (active, enabled, loaded) = tokio::join!(
+                self.is_active_async(unit, timeout),
+                self.is_enabled_async(unit, timeout),
+                loaded,
             );
             Ok(UnitAnswers {
                 is_active: active?,
                 is_enabled: enabled?,
-                need_daemon_reload: need_reload?,
-                dropin_paths: dropins?,
+                loaded: loaded?,
             })
         })
     }

@@ -149,14 +149,12 @@ impl<B: Backend> Guarded<B> {
         unit: &CheckedName,
         started: &mut Instant,
     ) -> Result<ServiceStatus, ProviderError> {
-        let mut observed = self.backend.status(unit, &self.budget())?;
-        if observed.files_changed != Some(false)
-            && self.reload == Reload::Pending
-            && !self.guard.noop
-        {
+        let reload_to_come = self.reload == Reload::Pending && !self.guard.noop;
+        let mut observed = self.backend.status(unit, &self.budget(), reload_to_come)?;
+        if reload_to_come && observed.files_changed != Some(false) {
             self.reload_once()?;
             *started = Instant::now();
-            observed = self.backend.status(unit, &self.budget())?;
+            observed = self.backend.status(unit, &self.budget(), false)?;
         }
         let mut status = observed.status;
         status.job = self.ended.remove(&job_key(unit));

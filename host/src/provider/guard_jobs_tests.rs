@@ -56,9 +56,19 @@ impl Backend for QueueingBackend {
         true
     }
     /// A unit whose files changed reads `stale` until a reload.
-    fn status(&mut self, unit: &CheckedName, _: &Budget) -> Result<Observed, ProviderError> {
+    fn status(
+        &mut self,
+        unit: &CheckedName,
+        _: &Budget,
+        files_changed_too: bool,
+    ) -> Result<Observed, ProviderError> {
         let unit = unit.as_str();
-        self.seen.lock().unwrap().log.push(format!("status {unit}"));
+        let asked = if files_changed_too { " (files?)" } else { "" };
+        self.seen
+            .lock()
+            .unwrap()
+            .log
+            .push(format!("status {unit}{asked}"));
         let changed = self.files_changed.contains(unit);
         Ok(Observed {
             status: ServiceStatus {
@@ -70,7 +80,8 @@ impl Backend for QueueingBackend {
                 enabled_word: "disabled".into(),
                 job: None,
             },
-            files_changed: (!self.cannot_tell.contains(unit)).then_some(changed),
+            files_changed: (files_changed_too && !self.cannot_tell.contains(unit))
+                .then_some(changed),
         })
     }
     fn change(
@@ -356,14 +367,19 @@ fn statuses_of_unchanged_units_make_no_reload_and_the_first_change_does() {
     let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
     assert_eq!(p.status("web").unwrap().active_word, "active");
     assert_eq!(p.status("db").unwrap().active_word, "active");
-    assert_eq!(backend_log(&seen), ["status web", "status db"]);
+    // While the run's reload is to come, a status asks whether the files
+    // changed; after it, not.
+    assert_eq!(
+        backend_log(&seen),
+        ["status web (files?)", "status db (files?)"]
+    );
     p.mutate(Operation::Enable, "web").unwrap();
     p.mutate(Operation::Start, "db").unwrap();
     assert_eq!(
         backend_log(&seen),
         [
-            "status web",
-            "status db",
+            "status web (files?)",
+            "status db (files?)",
             "reload",
             "enable web",
             "start db"
@@ -391,8 +407,8 @@ fn a_unit_whose_files_changed_is_read_again_after_the_runs_one_reload() {
     assert_eq!(
         backend_log(&seen),
         [
-            "status db",
-            "status web",
+            "status db (files?)",
+            "status web (files?)",
             "reload",
             "status web",
             "status app",
@@ -414,7 +430,10 @@ fn a_status_that_cannot_tell_makes_the_reload_and_reads_again() {
     let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
     p.backend.cannot_tell.insert("web".into());
     p.status("web").unwrap();
-    assert_eq!(backend_log(&seen), ["status web", "reload", "status web"]);
+    assert_eq!(
+        backend_log(&seen),
+        ["status web (files?)", "reload", "status web"]
+    );
 }
 
 #[test]
@@ -445,5 +464,5 @@ fn after_a_failed_reload_every_operation_fails_with_its_message() {
         p.mutate(Operation::Start, "db"),
         Err(ProviderError::CommandFailed("Access denied".into()))
     );
-    assert_eq!(backend_log(&seen), ["status web", "reload"]);
+    assert_eq!(backend_log(&seen), ["status web (files?)", "reload"]);
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::backend::{locked, Applied, Backend, Budget, Change, JobId, JobResult, Observed};
-use super::dbus::{DbusError, SystemdBus, UnitAnswers};
+use super::dbus::{DbusError, LoadedFiles, SystemdBus, UnitAnswers};
 use super::guard::{Guard, Guarded};
 use super::jobs::JobWatch;
 use super::parse::{read_is_active, read_is_enabled, Word};
@@ -155,12 +155,13 @@ impl SystemdBackend {
         &mut self,
         service: &CheckedName,
         time: &Budget,
-    ) -> Result<Option<(UnitAnswers, bool)>, ProviderError> {
+        loaded_too: bool,
+    ) -> Result<Option<(UnitAnswers, Option<bool>)>, ProviderError> {
         let Some(unit) = self.dbus.as_ref().and_then(|_| mangle(service.as_str())) else {
             return Ok(None);
         };
         let Some(answers) = self.over_dbus(time, "status", |dbus, _, timeout| {
-            dbus.unit_status(&unit, timeout)
+            dbus.unit_status(&unit, loaded_too, timeout)
         })?
         else {
             return Ok(None);
@@ -171,7 +172,10 @@ impl SystemdBackend {
                 .systemctl
                 .output(&["is-enabled", "--system", "--", service.as_str()], time)?;
         }
-        let changed = files_changed(&unit, &answers);
+        let changed = answers
+            .loaded
+            .as_ref()
+            .map(|loaded| files_changed(&unit, loaded));
         Ok(Some((answers, changed)))
     }
 
@@ -349,12 +353,12 @@ impl SystemdBackend {
 /// Whether the unit's files changed since systemd loaded it: its
 /// `NeedDaemonReload`, or a drop-in on disk that systemd did not load (a
 /// drop-in directory made since, which systemd 252 does not notice).
-fn files_changed(unit: &str, answers: &UnitAnswers) -> bool {
-    if answers.need_daemon_reload {
+fn files_changed(unit: &str, loaded: &LoadedFiles) -> bool {
+    if loaded.need_daemon_reload {
         return true;
     }
     let roots = super::dropins::SEARCH_PATHS.map(Path::new);
-    match super::dropins::unloaded_dropin(unit, &answers.dropin_paths, &roots) {
+    match super::dropins::unloaded_dropin(unit, &loaded.dropin_paths, &roots) {
         Some(path) => {
             tracing::debug!(unit, dropin = %path.display(), "a drop-in systemd has not loaded");
             true
@@ -420,13 +424,19 @@ impl Backend for SystemdBackend {
 
     /// `systemctl is-active` and `is-enabled` of the unit, and over D-Bus
     /// its `NeedDaemonReload`.
-    fn status(&mut self, unit: &CheckedName, time: &Budget) -> Result<Observed, ProviderError> {
+    fn status(
+        &mut self,
+        unit: &CheckedName,
+        time: &Budget,
+        files_changed_too: bool,
+    ) -> Result<Observed, ProviderError> {
         self.connect_once(time);
-        let (active, enabled, files_changed) = match self.status_over_dbus(unit, time)? {
+        let over_dbus = self.status_over_dbus(unit, time, files_changed_too)?;
+        let (active, enabled, files_changed) = match over_dbus {
             Some((answers, files_changed)) => (
                 answers.is_active,
                 read_is_enabled(unit.as_str(), &answers.is_enabled)?,
-                Some(files_changed),
+                files_changed,
             ),
             None => (
                 self.systemctl
