@@ -17,7 +17,8 @@
 //!
 //! - whether systemd's copy of the unit is older than its files: the
 //!   unit's `NeedDaemonReload` and `DropInPaths` (see [`super::dropins`]),
-//!   asked with the other two, so that a status is one round trip.
+//!   asked with the other two while the run's reload is still to come, so
+//!   that a status is one round trip.
 //!
 //! The same connection carries the changes (`jobs` and `unit_files`).
 //!

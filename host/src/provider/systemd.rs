@@ -422,8 +422,8 @@ impl Backend for SystemdBackend {
         self.dbus.is_some()
     }
 
-    /// `systemctl is-active` and `is-enabled` of the unit, and over D-Bus
-    /// its `NeedDaemonReload`.
+    /// `systemctl is-active` and `is-enabled` of the unit, and over D-Bus,
+    /// when asked, whether its files changed since systemd loaded it.
     fn status(
         &mut self,
         unit: &CheckedName,
