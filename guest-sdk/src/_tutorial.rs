@@ -76,8 +76,8 @@
 //! #     .with_unit("telnet.socket", UnitState::running().enabled());
 //! # guest_sdk::run(web_host, &mut system, &RunOptions::default()).assert_converged();
 //! # system.assert_mutating_calls(&[
-//! #     "start postgresql", "enable postgresql", "restart nginx", "enable nginx",
-//! #     "stop telnet.socket", "disable telnet.socket",
+//! #     "start postgresql", "enable postgresql", "restart nginx",
+//! #     "stop telnet.socket", "disable telnet.socket", "enable nginx",
 //! # ]);
 //! ```
 //!
@@ -112,16 +112,19 @@
 //! }
 //!
 //! // A fresh machine converges with exactly these calls. nginx is started,
-//! // not restarted: it was not running.
+//! // not restarted: it was not running. A start counts only once the unit
+//! // stayed up (the host's settle window, said at the unit's next status):
+//! // postgresql's is awaited before nginx, which subscribes to it, and
+//! // nginx's after the other services were begun, then each is enabled.
 //! let mut system = fresh_machine();
 //! guest_sdk::run(web_host, &mut system, &RunOptions::default()).assert_converged();
 //! system.assert_mutating_calls(&[
 //!     "start postgresql",
 //!     "enable postgresql",
 //!     "start nginx",
-//!     "enable nginx",
 //!     "stop telnet.socket",
 //!     "disable telnet.socket",
+//!     "enable nginx",
 //! ]);
 //! assert_eq!(system.unit("nginx"), Some(UnitState::running().enabled()));
 //!
@@ -196,6 +199,37 @@
 //! Declaration order alone does not order starts then: order them in the
 //! units (`After=`), or subscribe (`service#db`): a subscriber is looked at
 //! only after the job it subscribes to has ended.
+//!
+//! A start or restart counts only when the unit stays up: the host watches
+//! it for its `settle` window (1 s by default) after the job ended, and a
+//! unit that died or was restarted by systemd meanwhile fails its service
+//! with systemd's reason. A unit systemd is restarting by itself
+//! (`Restart=`, a crash loop) is a failure too, and is not started (a
+//! policy that wants it stopped stops it). Both can be simulated:
+//!
+//! ```
+//! # use guest_sdk::prelude::*;
+//! let policy = |_: &Context| {
+//!     Ok::<_, PolicyError>(
+//!         Policy::new()
+//!             .service(Service::new("flaky").enable(true))
+//!             .service(Service::new("looping")),
+//!     )
+//! };
+//! let mut system = SimulatedSystem::new()
+//!     .with_unit("flaky", UnitState::stopped())
+//!     .with_unit("looping", UnitState::crash_looping(3, "Result: exit-code; main process exited with status 3"))
+//!     .with_death_after(Operation::Start, "flaky", "flaky.service did not stay up: ...");
+//! let report = guest_sdk::run(policy, &mut system, &RunOptions::default());
+//! // The start was made; it did not count, and phase two was not made.
+//! system.assert_mutating_calls(&["start flaky"]);
+//! let flaky = report.event("service#flaky").unwrap();
+//! assert!(flaky.failed && flaky.actions.is_empty());
+//! assert_eq!(flaky.errors, ["start flaky: flaky.service did not stay up: ..."]);
+//! let looping = report.event("service#looping").unwrap();
+//! assert!(looping.failed);
+//! assert!(looping.errors[0].contains("restarted 3 times by systemd since start"));
+//! ```
 //!
 //! Run the tests with `cargo test`, as for any crate.
 //!
@@ -318,7 +352,7 @@
 //!     .with_unit("httpd", UnitState::stopped())
 //!     .with_unit("legacy-ftpd", UnitState::running().enabled());
 //! guest_sdk::run(manifest, &mut system, &RunOptions::default()).assert_converged();
-//! system.assert_mutating_calls(&["start httpd", "enable httpd", "stop legacy-ftpd", "disable legacy-ftpd"]);
+//! system.assert_mutating_calls(&["start httpd", "stop legacy-ftpd", "disable legacy-ftpd", "enable httpd"]);
 //!
 //! // Errors name the field and line.
 //! let error = guest_sdk::parse_manifest("- service:\n    - httpd:\n        ensure: runing\n").unwrap_err();

@@ -7,7 +7,9 @@ use std::fmt;
 
 use crate::name::ServiceName;
 
-pub use crate::contract::{JobOutcome, Operation, Progress, ProviderError, ServiceStatus};
+pub use crate::contract::{
+    JobOutcome, Operation, Progress, ProviderError, Restarting, ServiceStatus,
+};
 
 contract_words::provider_error_methods!(ProviderError);
 

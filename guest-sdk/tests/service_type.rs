@@ -520,8 +520,6 @@ fn failing_call_fails_its_resource_but_not_the_others() {
     system.assert_calls(&[
         "status a",
         "start a",
-        "enable a",
-        "status a",
         "status broken",
         "start broken",
         // no `enable broken`: phase 2 is not attempted after phase 1 failed
@@ -530,6 +528,11 @@ fn failing_call_fails_its_resource_but_not_the_others() {
         "stop c",
         "disable c",
         "status c",
+        // a start counts once the unit stayed up: the status that says so
+        // comes after the others were begun, then phase 2
+        "status a",
+        "enable a",
+        "status a",
     ]);
     let broken = report.event("service#broken").unwrap();
     assert!(broken.failed && !broken.changed);
@@ -1156,4 +1159,72 @@ fn a_unit_that_cannot_be_queued_fails_at_once_as_before() {
     assert!(event.failed);
     assert!(event.errors[0].starts_with("start web: "), "{event:?}");
     system.assert_calls(&["status web", "start web", "status web"]);
+}
+
+/// docs/service-type.md, Verification: a start counts only when the unit
+/// stayed up through the host's settle window. One that died is a failed
+/// start (its action not reported, phase two not made), with the host's
+/// reason, whether the host ran the job to its end or queued it.
+#[test]
+fn a_start_that_did_not_stay_up_fails_and_skips_phase_two() {
+    for queued in [false, true] {
+        let why = "web.service did not stay up: it failed 0.5 s after its start job ended";
+        let mut system = SimulatedSystem::new()
+            .with_unit("web", UnitState::stopped())
+            .with_unit("db", UnitState::stopped())
+            .with_death_after(Operation::Start, "web", why);
+        if queued {
+            system = system.with_queued_jobs();
+        }
+        let policy = Policy::new()
+            .service(Service::new("web").enable(true))
+            .service(Service::new("db").enable(true));
+        let report = apply(&policy, &mut system, &RunOptions::default());
+        system.assert_mutating_calls(&["start web", "start db", "enable db"]);
+        let web = report.event("service#web").unwrap();
+        assert!(web.failed && !web.changed, "queued {queued}: {web:?}");
+        assert!(web.actions.is_empty());
+        assert_eq!(web.errors, [format!("start web: {why}")]);
+        assert_eq!(web.final_state, Some(final_state(false, false)));
+        assert!(!report.event("service#db").unwrap().failed);
+    }
+}
+
+/// A unit systemd is restarting by itself (`SubState=auto-restart`) is a
+/// crash loop: reported failed with how often and why, and never started
+/// by the policy; `ensure: stopped` stops it.
+#[test]
+fn a_crash_loop_is_a_failure_not_a_state_to_start() {
+    let looping =
+        UnitState::crash_looping(3, "Result: exit-code; main process exited with status 3");
+    let (event, system) = run_web(
+        Service::new("web").enable(true),
+        looping,
+        &RunOptions::default(),
+    );
+    system.assert_no_mutating_calls();
+    assert!(event.failed && !event.changed, "{event:?}");
+    assert_eq!(event.errors.len(), 1);
+    assert!(
+        event.errors[0].starts_with(
+            "web is in a crash loop: restarted 3 times by systemd since start; \
+             Result: exit-code; main process exited with status 3."
+        ),
+        "{}",
+        event.errors[0]
+    );
+    assert_eq!(event.final_state, Some(final_state(false, false)));
+
+    let (event, system) = run_web(
+        Service::new("web").stopped(),
+        looping,
+        &RunOptions::default(),
+    );
+    system.assert_mutating_calls(&["stop web"]);
+    assert!(event.changed && !event.failed, "{event:?}");
+    assert_eq!(event.final_state, Some(final_state(false, false)));
+
+    let (event, system) = run_web(Service::new("web").stopped(), looping, &RunOptions::noop());
+    system.assert_no_mutating_calls();
+    assert_eq!(event.noop_message.as_deref(), Some("Would have stopped"));
 }

@@ -20,7 +20,7 @@ pub use self::policy_host::policy::service_provider;
 // `Report` and `RunOptions` are at the root already: the world uses them.
 pub use self::policy_host::policy::types::{
     self, Action, Ensure, Event, FinalState, JobOutcome, Operation, Progress, ProviderError,
-    RequestedState, ServiceStatus, Watched,
+    RequestedState, Restarting, ServiceStatus, Watched,
 };
 
 contract_words::provider_error_methods!(ProviderError);

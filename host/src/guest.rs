@@ -97,6 +97,11 @@ pub struct ResourceEvent {
     /// (or, when it was stopped, its start), and how each changed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub triggered_by: Vec<Trigger>,
+    /// For a start, restart or settle window of this service that failed:
+    /// the last lines the unit wrote to the journal, as the host read them
+    /// (the unit's text, escaped when shown; never the policy's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub journal: Vec<Untrusted>,
 }
 
 /// A watched reference that triggered a service, and how it changed.
@@ -165,6 +170,16 @@ struct HostRecord {
     last_state: BTreeMap<String, UnitState>,
     /// Service names in the order the host first changed them.
     order: Vec<String>,
+    /// Mutating operations that failed (a start whose unit did not stay
+    /// up among them), with the host's message and the unit's journal.
+    failed: BTreeMap<String, Vec<FailedCall>>,
+}
+
+/// A mutating call the host made that failed.
+struct FailedCall {
+    operation: Operation,
+    error: String,
+    journal: Vec<Untrusted>,
 }
 
 impl HostRecord {
@@ -181,6 +196,17 @@ impl HostRecord {
                     && call.outcome == Outcome::Failed(ErrorKind::NotFound)
                 {
                     record.last_state.remove(service);
+                }
+                if operation.is_mutating() && call.outcome != Outcome::Failed(ErrorKind::Denied) {
+                    record
+                        .failed
+                        .entry(service.clone())
+                        .or_default()
+                        .push(FailedCall {
+                            operation,
+                            error: call.error.clone().unwrap_or_default(),
+                            journal: call.journal.clone(),
+                        });
                 }
                 continue;
             }
@@ -256,15 +282,33 @@ fn reconcile(
             .into_iter()
             .map(done)
             .collect();
+        let failed_calls = host.failed.remove(&name).unwrap_or_default();
         let mut problems = Vec::new();
         for claim in &event.actions {
             if !executed.contains(claim) {
                 let verb = verb_of(claim);
-                problems.push(format!(
-                    "the policy reported {name} {claim}, but no {verb} was executed"
-                ));
+                match failed_calls.iter().find(|f| f.operation.verb() == verb) {
+                    Some(f) => problems.push(format!(
+                        "the policy reported {name} {claim}, but its {verb} failed: {}",
+                        f.error
+                    )),
+                    None => problems.push(format!(
+                        "the policy reported {name} {claim}, but no {verb} was executed"
+                    )),
+                }
             }
         }
+        // A call that failed fails its resource, whatever the policy says:
+        // a start whose unit did not stay up is never a success.
+        if !event.failed {
+            for f in &failed_calls {
+                let problem = format!("{} {name}: {}", f.operation.verb(), f.error);
+                if !problems.contains(&problem) {
+                    problems.push(problem);
+                }
+            }
+        }
+        event.journal = failed_calls.into_iter().flat_map(|f| f.journal).collect();
         let unreported: Vec<&str> = executed
             .iter()
             .filter(|a| !event.actions.contains(a))
@@ -332,6 +376,13 @@ fn reconcile(
             source: Source::Host,
             watched: Vec::new(),
             triggered_by: Vec::new(),
+            journal: host
+                .failed
+                .remove(&name)
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(|f| f.journal)
+                .collect(),
         });
     }
     events
@@ -412,6 +463,7 @@ impl ResourceEvent {
             source: Source::Policy,
             watched: Vec::new(),
             triggered_by: Vec::new(),
+            journal: Vec::new(),
         })
     }
 
@@ -482,6 +534,7 @@ mod tests {
             outcome: Outcome::Ok,
             error: None,
             state: state.map(|(running, enabled)| UnitState { running, enabled }),
+            journal: Vec::new(),
             duration: Duration::ZERO,
         }
     }
@@ -559,6 +612,35 @@ mod tests {
                 "the policy reported web enabled, but no enable was executed",
             ]
         );
+    }
+
+    /// A start the host judged failed (its unit did not stay up) is a
+    /// failure whatever the policy says: claimed, or left out.
+    #[test]
+    fn a_start_that_did_not_stay_up_fails_its_resource_whatever_the_policy_says() {
+        let mut start = call(Operation::Start, "web", None);
+        start.outcome = Outcome::Failed(ErrorKind::CommandFailed);
+        start.error =
+            Some("web.service did not stay up: 1s after its job ended it is failed".into());
+        start.journal = vec![Untrusted::new("boom")];
+        let calls = [start, call(Operation::Status, "web", Some((false, false)))];
+        for claimed in [vec![Action::Started], vec![]] {
+            let out = outcome(
+                vec![event("web", &claimed, Some((Ensure::Stopped, false)))],
+                &calls,
+            );
+            let web = &out.resources[0];
+            assert!(web.failed && !web.changed, "{web:?}");
+            assert!(web.actions.is_empty());
+            assert!(
+                web.errors
+                    .iter()
+                    .any(|e| e.as_raw().contains("did not stay up")),
+                "{:?}",
+                web.errors
+            );
+            assert_eq!(web.journal, [Untrusted::new("boom")]);
+        }
     }
 
     #[test]

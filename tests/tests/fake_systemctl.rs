@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use policy_host_e2e::build::{host_binary, policy_wasm, run_args, sign_file, signed_policy};
-use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
+use policy_host_e2e::fake_systemctl::{show, temp_dir, FakeSystemctl};
 use policy_host_e2e::outcome::{assert_contains, assert_shapes, json_calls, resource, run, Run};
 use serde_json::Value;
 
@@ -104,15 +104,23 @@ fn converges_the_example_policy_in_order() {
     assert_shapes(&fake);
 
     let mut expected = vec!["daemon-reload".to_string()];
+    // A started service is finished after the others were begun: its
+    // settle window is judged (one `show` at its end) by the status that
+    // follows, then its second phase, then the verifying status.
+    let mut settling = Vec::new();
     for (name, changes) in [
         ("httpd", ["start", "enable"].as_slice()),
         ("legacy-ftpd", &["stop", "disable"]),
         ("metrics-agent", &["start"]),
     ] {
         expected.extend(status_calls(name));
+        if changes[0] == "start" {
+            expected.push(format!("start --system -- {name}"));
+            settling.push((name, &changes[1..]));
+            continue;
+        }
         for change in changes {
             match *change {
-                "enable" => expected.push(format!("enable --no-reload --system -- {name}")),
                 // The contract's disable is complete: the host looks for a
                 // runtime enablement left behind.
                 "disable" => expected.extend([
@@ -123,6 +131,14 @@ fn converges_the_example_policy_in_order() {
             }
         }
         expected.extend(status_calls(name));
+    }
+    for (name, then) in settling {
+        expected.push(show(name));
+        expected.extend(status_calls(name));
+        if then == ["enable"] {
+            expected.push(format!("enable --no-reload --system -- {name}"));
+            expected.extend(status_calls(name));
+        }
     }
     // The links changed: one reload at the end, for all of them.
     expected.push("daemon-reload".to_string());
@@ -416,7 +432,10 @@ fn raw_calls_fixture_reaches_systemctl_with_a_valid_name() {
             "daemon-reload",
             "is-active --system -- web",
             "is-enabled --system -- web",
-            "start --system -- web"
+            "start --system -- web",
+            // The start's settle window, judged before the records are
+            // handed out (the fixture never asks the status).
+            &show("web"),
         ]
     );
 }

@@ -58,6 +58,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
             allow: settings.allow,
             status_via: settings.status_via,
             jobs: 1,
+            settle: std::time::Duration::ZERO,
         },
         Box::new(ProcessRunner),
     );

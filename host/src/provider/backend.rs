@@ -6,8 +6,10 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::liveness::Liveness;
 use crate::contract::{Operation, ProviderError, ServiceStatus};
 use crate::service_name::CheckedName;
+use crate::text::Untrusted;
 
 /// Held around every exchange with systemd in this process (a systemctl
 /// command, a D-Bus call), so that two providers (or threads) never
@@ -172,4 +174,45 @@ pub trait Backend: Send {
     }
     /// Makes systemd read its unit files again.
     fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError>;
+
+    /// The time settle windows are measured in: the clock, except for a
+    /// test's backend, which simulates it (with [`Self::watch_units`]).
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// What `unit` (mangled) looks like as its start or restart ended,
+    /// when the backend can tell it cheaply (over D-Bus); the settle
+    /// window compares its end with it. `None`: judged without.
+    fn liveness_at_start(&mut self, unit: &str, time: &Budget) -> Option<Liveness> {
+        let _ = (unit, time);
+        None
+    }
+
+    /// Whether `unit` (mangled) is up, and how it went down if it is not
+    /// ([`Liveness`]); `Ok(None)` when the backend cannot tell.
+    fn liveness(&mut self, unit: &str, time: &Budget) -> Result<Option<Liveness>, ProviderError> {
+        let _ = (unit, time);
+        Ok(None)
+    }
+
+    /// Waits until one of `units` (mangled) changed state, or `until`;
+    /// says whether one did. A backend that cannot watch waits `until`.
+    fn watch_units(&mut self, units: &[String], until: Instant) -> bool {
+        let _ = units;
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        false
+    }
+
+    /// No unit is watched any more: whatever [`Self::watch_units`] holds
+    /// open can go.
+    fn unwatch(&mut self) {}
+
+    /// The last lines `unit` (mangled) wrote to the journal, of its run
+    /// `invocation` when known (see [`super::journal`]); none when the
+    /// journal cannot be read.
+    fn journal(&mut self, unit: &str, invocation: Option<&str>, time: &Budget) -> Vec<Untrusted> {
+        let _ = (unit, invocation, time);
+        Vec::new()
+    }
 }

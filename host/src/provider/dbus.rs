@@ -27,12 +27,30 @@
 
 use std::time::Duration;
 
+use super::liveness::{Liveness, MainExit};
 use super::runner::CommandOutput;
 
 pub(super) const SYSTEMD: &str = "org.freedesktop.systemd1";
 pub(super) const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
 pub(super) const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 const UNIT: &str = "org.freedesktop.systemd1.Unit";
+const SERVICE: &str = "org.freedesktop.systemd1.Service";
+
+/// A unit's `Job` property (`(uo)`): the object path of its pending job,
+/// whoever queued it; `None` when it has none (id 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitJob(pub Option<String>);
+
+impl TryFrom<zbus::OwnedVariant> for UnitJob {
+    type Error = String;
+    fn try_from(value: zbus::OwnedVariant) -> Result<Self, String> {
+        let structure = zbus::Structure::try_from(value).map_err(|e| e.to_string())?;
+        let (id, path): (u32, zbus::OwnedObjectPath) = structure
+            .try_into()
+            .map_err(|e: zbus::Error| e.to_string())?;
+        Ok(Self((id != 0).then(|| path.as_str().to_owned())))
+    }
+}
 
 /// A status's answers over the bus, for one unit.
 #[derive(Debug)]
@@ -44,6 +62,8 @@ pub struct UnitAnswers {
     /// What tells whether systemd's copy of the unit is older than its
     /// files, when it was asked.
     pub loaded: Option<LoadedFiles>,
+    /// The unit's pending job, whoever queued it (its `Job`).
+    pub job: UnitJob,
 }
 
 /// What systemd says of the files it loaded for a unit.
@@ -249,15 +269,17 @@ impl SystemdBus {
             }))
         };
         self.runtime.block_on(async {
-            let (active, enabled, loaded) = tokio::join!(
+            let (active, enabled, loaded, job) = tokio::join!(
                 self.is_active_async(unit, timeout),
                 self.is_enabled_async(unit, timeout),
                 loaded,
+                self.unit_property::<UnitJob>(unit, UNIT, "Job", timeout),
             );
             Ok(UnitAnswers {
                 is_active: active?,
                 is_enabled: enabled?,
                 loaded: loaded?,
+                job: job?,
             })
         })
     }
@@ -334,6 +356,55 @@ impl SystemdBus {
             }
             Err(other) => Err(other),
         }
+    }
+
+    /// What tells whether `unit` (already mangled) stayed up as its start
+    /// left it ([`Liveness`]), in one round trip: the `Unit` properties,
+    /// and for a service its restart count, `Result` and main exit.
+    pub fn liveness(&self, unit: &str, timeout: Duration) -> Result<Liveness, DbusError> {
+        self.runtime.block_on(self.liveness_async(unit, timeout))
+    }
+
+    async fn liveness_async(&self, unit: &str, timeout: Duration) -> Result<Liveness, DbusError> {
+        let service = async {
+            if !unit.ends_with(".service") {
+                return Ok((None, None, None, None));
+            }
+            let (restarts, result, code, status) = tokio::join!(
+                self.unit_property::<u32>(unit, SERVICE, "NRestarts", timeout),
+                self.unit_property::<String>(unit, SERVICE, "Result", timeout),
+                self.unit_property::<i32>(unit, SERVICE, "ExecMainCode", timeout),
+                self.unit_property::<i32>(unit, SERVICE, "ExecMainStatus", timeout),
+            );
+            Ok::<_, DbusError>((Some(restarts?), Some(result?), Some(code?), Some(status?)))
+        };
+        let (active, sub, invocation, job, service) = tokio::join!(
+            self.unit_property::<String>(unit, UNIT, "ActiveState", timeout),
+            self.unit_property::<String>(unit, UNIT, "SubState", timeout),
+            self.unit_property::<Vec<u8>>(unit, UNIT, "InvocationID", timeout),
+            self.unit_property::<UnitJob>(unit, UNIT, "Job", timeout),
+            service,
+        );
+        let (restarts, result, code, status) = service?;
+        let invocation = invocation?;
+        Ok(Liveness {
+            active: active?,
+            sub: sub?,
+            invocation: (!invocation.is_empty()).then(|| crate::text::hex(&invocation)),
+            restarts,
+            result,
+            main_exit: code
+                .zip(status)
+                .map(|(code, status)| MainExit { code, status })
+                .filter(|e| e.code != 0),
+            job_pending: job?.0.is_some(),
+        })
+    }
+
+    /// The pending job of `unit` (already mangled), whoever queued it.
+    pub fn unit_job(&self, unit: &str, timeout: Duration) -> Result<UnitJob, DbusError> {
+        self.runtime
+            .block_on(self.unit_property::<UnitJob>(unit, UNIT, "Job", timeout))
     }
 
     /// The `Result` of the service `unit` (already mangled): why its last

@@ -25,14 +25,26 @@
 //! completed with the job's result when it ends. With `jobs = 1` a call
 //! returns only when its job has ended, with its failure as its error, as
 //! systemctl does. No record is handed out while a job of it is pending.
+//!
+//! A start or restart counts only when the unit stays up: after its job
+//! ended well, a settle window opens (`settle`, 1 s by default). The
+//! unit's next `status` waits for the window's end (watching the unit, so
+//! that a unit that dies is judged at once) and judges it: still up, with
+//! the same invocation and no automatic restart, or the start failed, in
+//! systemd's words, and the status says so as the start's outcome (and its
+//! record too). Windows of units started side by side run side by side. A
+//! failed start, restart or window also gets the last lines the unit wrote
+//! to the journal, in its record only (never given to a guest).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::backend::{Applied, Backend, Budget, Change, JobId, JobResult};
+use super::liveness::Liveness;
 use super::{Call, CallRecord, Outcome, Provider, UnitAllowlist, UnitState};
 use crate::contract::{JobOutcome, Operation, Progress, ProviderError, ServiceStatus};
 use crate::service_name::{quote, CheckedName};
+use crate::text::Untrusted;
 
 /// The guard's settings for one run.
 #[derive(Debug, Clone)]
@@ -47,6 +59,22 @@ pub struct Guard {
     /// How many jobs of this run may be pending at once; 1 makes every
     /// call wait for its job.
     pub jobs: usize,
+    /// How long a unit must stay up after its start or restart job ended
+    /// for the start to count; zero judges it when the job ends.
+    pub settle: Duration,
+}
+
+/// The settle window of a start or restart whose job ended well.
+#[derive(Debug, Clone)]
+struct Window {
+    unit: String,
+    operation: Operation,
+    /// The index in `calls` of the call that made the start.
+    record: usize,
+    opened: Instant,
+    ends: Instant,
+    /// The unit as the job left it, when the backend could tell.
+    baseline: Option<Liveness>,
 }
 
 /// A job queued for this run and not yet ended.
@@ -86,6 +114,8 @@ pub struct Guarded<B> {
     pending: Vec<PendingJob>,
     /// Per unit, how its last queued job ended, until a `status` says it.
     ended: HashMap<String, JobOutcome>,
+    /// Settle windows still open, oldest first.
+    windows: Vec<Window>,
 }
 
 impl<B: Backend> Guarded<B> {
@@ -99,6 +129,7 @@ impl<B: Backend> Guarded<B> {
             calls: Vec::new(),
             pending: Vec::new(),
             ended: HashMap::new(),
+            windows: Vec::new(),
         }
     }
 
@@ -213,6 +244,7 @@ impl<B: Backend> Guarded<B> {
             outcome: error.map_or(Outcome::Ok, Outcome::of),
             error: error.map(|e| e.message().to_owned()),
             state: None,
+            journal: Vec::new(),
             duration: started.elapsed(),
         });
         self.calls.last_mut().expect("just recorded")
@@ -276,7 +308,7 @@ impl<B: Backend> Guarded<B> {
             let ended = self.backend.wait_jobs(&ids, slice);
             let some_ended = !ended.is_empty();
             for (id, result) in ended {
-                self.settle(id, result);
+                self.job_ended(id, result);
             }
             if some_ended {
                 if matches!(awaited, Awaited::Any) {
@@ -288,7 +320,7 @@ impl<B: Backend> Guarded<B> {
                 let job = self.pending[first].clone();
                 let what = self.backend.abandon(job.id, why != GiveUp::Interrupted);
                 let error = why.error(&job, self.guard.timeout, &what);
-                self.settle(job.id, Err(error));
+                self.job_ended(job.id, Err(error));
                 if matches!(awaited, Awaited::Any) {
                     return;
                 }
@@ -297,12 +329,24 @@ impl<B: Backend> Guarded<B> {
     }
 
     /// Completes the record of the call that queued `id` with how its job
-    /// ended, and keeps that for the unit's next `status`.
-    fn settle(&mut self, id: JobId, result: JobResult) {
+    /// ended, and keeps that for the unit's next `status`; a start or
+    /// restart that ended well opens its settle window, one that failed is
+    /// explained in systemd's words and the unit's.
+    fn job_ended(&mut self, id: JobId, result: JobResult) {
         let Some(at) = self.pending.iter().position(|j| j.id == id) else {
             return;
         };
         let job = self.pending.remove(at);
+        let (result, journal) = match result {
+            Err(error) if starts(job.change) && !matches!(error, ProviderError::TimedOut(_)) => {
+                let (error, journal) = self.explain(&job.unit, error);
+                (Err(error), journal)
+            }
+            other => (other, Vec::new()),
+        };
+        if result.is_ok() && starts(job.change) {
+            self.open_window(&job.unit, job.operation, job.record);
+        }
         tracing::debug!(
             operation = job.operation.verb(),
             service = job.unit,
@@ -313,6 +357,7 @@ impl<B: Backend> Guarded<B> {
         if let Some(call) = self.calls.get_mut(job.record) {
             call.outcome = result.as_ref().err().map_or(Outcome::Ok, Outcome::of);
             call.error = result.as_ref().err().map(|e| e.message().to_owned());
+            call.journal = journal;
             call.duration = job.submitted.elapsed();
         }
         self.ended.insert(
@@ -337,21 +382,35 @@ impl<B: Backend> Guarded<B> {
         let key = job_key(unit);
         if change.is_job() {
             self.wait_for(Awaited::Unit(&key));
+            // A new job of the unit ends the window of its last start now.
+            self.close_window(&key, false);
             while self.pending.len() >= self.guard.jobs.max(1) {
                 self.wait_for(Awaited::Any);
             }
         }
         let started = Instant::now();
-        let result = self.backend.change(change, unit, &self.budget());
+        let (result, journal) = match self.backend.change(change, unit, &self.budget()) {
+            Err(error) if starts(change) && !matches!(error, ProviderError::TimedOut(_)) => {
+                let (error, journal) = self.explain(&key, error);
+                (Err(error), journal)
+            }
+            other => (other, Vec::new()),
+        };
         self.record(
             Call::Guest(operation),
             Some(name),
             started,
             result.as_ref().err(),
-        );
+        )
+        .journal = journal;
         self.enablement_changed |= result.is_ok() && change.is_enablement();
         let id = match result? {
-            Applied::Done => return Ok(Progress::Finished),
+            Applied::Done => {
+                if starts(change) {
+                    self.open_window(&key, operation, self.calls.len() - 1);
+                }
+                return Ok(Progress::Finished);
+            }
             Applied::Queued(id) => id,
         };
         self.pending.push(PendingJob {
@@ -371,6 +430,125 @@ impl<B: Backend> Guarded<B> {
             None => Ok(Progress::Finished),
         }
     }
+}
+
+impl<B: Backend> Guarded<B> {
+    /// Opens the settle window of a start or restart of `unit` whose job
+    /// just ended well (none when `settle` is zero).
+    fn open_window(&mut self, unit: &str, operation: Operation, record: usize) {
+        if self.guard.settle.is_zero() {
+            return;
+        }
+        let opened = self.backend.now();
+        let baseline = self.backend.liveness_at_start(unit, &self.budget());
+        self.windows.retain(|w| w.unit != unit);
+        self.windows.push(Window {
+            unit: unit.to_owned(),
+            operation,
+            record,
+            opened,
+            ends: opened + self.guard.settle,
+            baseline,
+        });
+    }
+
+    /// Waits for the end of `unit`'s settle window, if it has one open
+    /// (when `wait`), and judges it: the unit is watched meanwhile, and
+    /// judged at once when it changed for the worse; an interrupted run
+    /// judges at once.
+    fn close_window(&mut self, unit: &str, wait: bool) {
+        let Some(at) = self.windows.iter().position(|w| w.unit == unit) else {
+            return;
+        };
+        let window = self.windows.remove(at);
+        let watched = [window.unit.clone()];
+        let mut verdict = None;
+        while wait {
+            let now = self.backend.now();
+            if now >= window.ends || crate::interrupt::since().is_some() {
+                break;
+            }
+            let until = window.ends.min(now + WAIT_SLICE);
+            if self.backend.watch_units(&watched, until) {
+                verdict = self.judge(&window);
+                if verdict.is_some() {
+                    break;
+                }
+            }
+        }
+        let verdict = verdict.or_else(|| self.judge(&window));
+        if self.windows.is_empty() {
+            self.backend.unwatch();
+        }
+        let Some((why, invocation)) = verdict else {
+            return;
+        };
+        tracing::debug!(service = window.unit, why, "start did not stay up");
+        let journal = self
+            .backend
+            .journal(&window.unit, invocation.as_deref(), &self.budget());
+        let error = ProviderError::CommandFailed(why);
+        if let Some(call) = self.calls.get_mut(window.record) {
+            call.outcome = Outcome::of(&error);
+            call.error = Some(error.message().to_owned());
+            call.journal = journal;
+        }
+        self.ended.insert(
+            window.unit,
+            JobOutcome {
+                operation: window.operation,
+                error: Some(error),
+            },
+        );
+    }
+
+    /// Why the start `window` follows did not count, and the invocation
+    /// the unit is at; `None` when it stayed up so far (or its state could
+    /// not be read: the status that follows says what it is).
+    fn judge(&mut self, window: &Window) -> Option<(String, Option<String>)> {
+        let now = self.backend.liveness(&window.unit, &self.budget()).ok()??;
+        if now.active.is_empty() {
+            return None;
+        }
+        let after = self.backend.now().saturating_duration_since(window.opened);
+        let why = now.did_not_stay_up(window.baseline.as_ref(), &window.unit, after)?;
+        Some((why, now.invocation))
+    }
+
+    /// Closes every open window, each at its end.
+    fn close_windows(&mut self) {
+        while let Some(unit) = self.windows.first().map(|w| w.unit.clone()) {
+            self.close_window(&unit, true);
+        }
+    }
+
+    /// A failed start or restart of `unit`, explained: systemd's `Result`
+    /// and how the main process ended, when the error does not say them,
+    /// and the last lines the unit wrote to the journal.
+    fn explain(&mut self, unit: &str, error: ProviderError) -> (ProviderError, Vec<Untrusted>) {
+        let budget = self.budget();
+        let Ok(Some(now)) = self.backend.liveness(unit, &budget) else {
+            return (error, Vec::new());
+        };
+        let journal = self
+            .backend
+            .journal(unit, now.invocation.as_deref(), &budget);
+        let last = now.last_exit();
+        if last.is_empty() {
+            return (error, journal);
+        }
+        let message = format!("{} ({last})", error.message());
+        let error = match error {
+            ProviderError::CommandFailed(_) => ProviderError::CommandFailed(message),
+            other => other,
+        };
+        (error, journal)
+    }
+}
+
+/// A start or a restart: a change whose unit must then stay up.
+fn starts(change: Change) -> bool {
+    matches!(change, Change::Start | Change::Restart)
 }
 
 /// The name a unit's jobs are kept under: its unit name as systemd reads
@@ -427,7 +605,9 @@ impl<B: Backend> Provider for Guarded<B> {
             Ok(unit)
         });
         if let Ok(unit) = &admitted {
-            self.wait_for(Awaited::Unit(&job_key(unit)));
+            let key = job_key(unit);
+            self.wait_for(Awaited::Unit(&key));
+            self.close_window(&key, true);
         }
         let mut started = Instant::now();
         let result = admitted.and_then(|unit| self.observe(&unit, &mut started));
@@ -471,6 +651,7 @@ impl<B: Backend> Provider for Guarded<B> {
     /// that each record says how its job ended.
     fn take_calls(&mut self) -> Vec<CallRecord> {
         self.wait_for(Awaited::All);
+        self.close_windows();
         self.ended.clear();
         std::mem::take(&mut self.calls)
     }
@@ -484,6 +665,7 @@ impl<B: Backend> Provider for Guarded<B> {
     /// catches up. None in a noop run, none when nothing changed.
     fn finish(&mut self) -> Result<(), ProviderError> {
         self.wait_for(Awaited::All);
+        self.close_windows();
         if !self.enablement_changed || self.guard.noop {
             return Ok(());
         }
@@ -495,3 +677,7 @@ impl<B: Backend> Provider for Guarded<B> {
 #[cfg(test)]
 #[path = "guard_jobs_tests.rs"]
 mod jobs_tests;
+
+#[cfg(test)]
+#[path = "guard_settle_tests.rs"]
+mod settle_tests;

@@ -79,6 +79,7 @@ impl Backend for QueueingBackend {
                 active_word: if changed { "stale" } else { "active" }.into(),
                 enabled_word: "disabled".into(),
                 job: None,
+                restarting: None,
             },
             files_changed: (files_changed_too && !self.cannot_tell.contains(unit))
                 .then_some(changed),
@@ -169,6 +170,7 @@ fn guarded(
         noop: false,
         timeout,
         jobs,
+        settle: Duration::ZERO,
     };
     (Guarded::over(backend, guard), seen)
 }

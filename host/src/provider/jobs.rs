@@ -168,6 +168,14 @@ impl JobWatch {
         Ok(self.book.queued(change, path.as_str().to_owned()))
     }
 
+    /// Follows a job this run did not queue (systemd queued it as another
+    /// unit's dependency, or another client did), known by its `path`,
+    /// so that [`Self::wait`] can wait for its end. Its `change` is the
+    /// book's only: nobody reads its result.
+    pub fn follow(&mut self, path: &str) -> JobId {
+        self.book.queued(Change::Start, path.to_owned())
+    }
+
     /// Waits until one of `jobs` has ended, or `until`; hands out every job
     /// of `jobs` that ended. A failed bus ends them all, with the error.
     pub fn wait(

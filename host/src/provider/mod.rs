@@ -1,6 +1,8 @@
 //! The service provider: the six operations a guest may ask for, carried out
-//! with `systemctl`. This is the trusted side: it re-checks every name, and it
-//! holds no desired-state logic (that is the guest's).
+//! on systemd (over D-Bus when the system bus answers, else with
+//! `systemctl`). This is the trusted side: it re-checks every name, it
+//! reports only what systemd said and did, and it holds no desired-state
+//! logic (that is the guest's).
 
 pub mod allow;
 pub mod backend;
@@ -9,12 +11,15 @@ pub mod dropins;
 pub mod guard;
 pub mod job_result;
 pub mod jobs;
+pub mod journal;
+pub mod liveness;
 pub mod parse;
 pub mod runner;
 pub mod systemctl;
 pub mod systemd;
 pub mod unit_files;
 pub mod unit_name;
+pub mod unit_watch;
 
 use std::time::{Duration, Instant};
 
@@ -94,6 +99,10 @@ pub struct CallRecord {
     /// unit's state, which reports believe over a guest's account.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<UnitState>,
+    /// For a failed start, restart or settle window: the last lines the
+    /// unit wrote to the journal (the unit's text: escaped when shown).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub journal: Vec<crate::text::Untrusted>,
     #[serde(rename = "duration_ms", serialize_with = "as_millis")]
     pub duration: Duration,
 }

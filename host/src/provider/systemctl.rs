@@ -43,6 +43,18 @@ impl Systemctl {
         })
     }
 
+    /// Runs `journalctl ARGS`, from systemctl's own directory (the two
+    /// ship together), with the same runner and time budget; `None` when
+    /// there is no journalctl beside systemctl.
+    pub fn journalctl(&self, args: &[&str], time: &Budget) -> Option<CommandOutput> {
+        let program = self.program.as_ref().ok()?.with_file_name("journalctl");
+        if !program.is_file() {
+            return None;
+        }
+        let timeout = time.now("journalctl").ok()?;
+        self.runner.run(&program, args, timeout).ok()
+    }
+
     /// Runs a command that changes something; it succeeds when it exits 0.
     pub fn change(&self, args: &[&str], time: &Budget) -> Result<(), ProviderError> {
         let output = self.output(args, time)?;

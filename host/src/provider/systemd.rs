@@ -16,13 +16,16 @@ use super::backend::{locked, Applied, Backend, Budget, Change, JobId, JobResult,
 use super::dbus::{DbusError, LoadedFiles, SystemdBus, UnitAnswers};
 use super::guard::{Guard, Guarded};
 use super::jobs::JobWatch;
+use super::liveness::{self, Liveness};
 use super::parse::{read_is_active, read_is_enabled, Word};
 use super::runner::{CommandOutput, CommandRunner};
 use super::systemctl::Systemctl;
 use super::unit_name::mangle;
+use super::unit_watch::UnitWatch;
 use super::{job_result, unit_files};
-use crate::contract::{ProviderError, ServiceStatus};
+use crate::contract::{ProviderError, Restarting, ServiceStatus};
 use crate::service_name::CheckedName;
+use crate::text::Untrusted;
 
 /// The provider's settings for one run.
 #[derive(Debug, Clone)]
@@ -39,6 +42,8 @@ pub struct SystemdConfig {
     pub status_via: StatusVia,
     /// How many jobs of this run may be pending at once.
     pub jobs: usize,
+    /// How long a started unit must stay up for its start to count.
+    pub settle: Duration,
 }
 
 /// How `status` reads a unit's state.
@@ -61,6 +66,7 @@ impl Guarded<SystemdBackend> {
             noop: config.noop,
             timeout: config.timeout,
             jobs: config.jobs,
+            settle: config.settle,
         };
         let backend = SystemdBackend::new(
             Systemctl::new(config.systemctl, runner),
@@ -70,6 +76,10 @@ impl Guarded<SystemdBackend> {
         Guarded::over(backend, guard)
     }
 }
+
+/// How often `systemctl show` is asked whether a unit's job ended, when a
+/// status must wait for a job systemctl did not queue.
+const JOB_POLL: Duration = Duration::from_millis(100);
 
 /// Where a SysV init script for a service would be (systemctl's
 /// `SYSTEM_SYSVINIT_PATH`).
@@ -84,8 +94,11 @@ pub struct SystemdBackend {
     /// The bus is to be connected to at the first question (see
     /// [`SystemdBackend::connect_once`]).
     connect_pending: bool,
-    /// The jobs queued over the bus, once the first one is.
+    /// The jobs queued over the bus, once the first one is (or a status
+    /// found a unit with a job to wait for).
     jobs: Option<JobWatch>,
+    /// Units' `PropertiesChanged`, while a settle window watches them.
+    unit_watch: Option<UnitWatch>,
     /// Why systemd is asked with systemctl, when it is.
     status_note: Option<String>,
     timeout: Duration,
@@ -112,6 +125,7 @@ impl SystemdBackend {
             dbus: None,
             connect_pending,
             jobs: None,
+            unit_watch: None,
             status_note,
             timeout,
         }
@@ -231,6 +245,7 @@ impl SystemdBackend {
         tracing::warn!("{why}; systemd is asked with systemctl for the rest of this run");
         self.dbus = None;
         self.jobs = None;
+        self.unit_watch = None;
         self.status_note = Some(format!("D-Bus failed during the run: {why}"));
     }
 
@@ -325,6 +340,64 @@ impl SystemdBackend {
             Some(Ok(result)) => result.map(Some),
             Some(Err(refusal)) => Err(refusal.change_error(change, unit)),
         }
+    }
+
+    /// Waits, within `time`, for the job at `path` that systemd queued for
+    /// a unit (another unit's dependency, or another client's job), so
+    /// that its status is read after it. Over the bus only; a failure to
+    /// wait leaves the status to be read as it is.
+    fn wait_for_unit_job(&mut self, path: &str, time: &Budget) -> Result<(), ProviderError> {
+        let timeout = time.now("waiting for the unit's job")?;
+        let until = Instant::now() + timeout;
+        let followed =
+            self.over_dbus(time, "waiting for the unit's job", |dbus, jobs, timeout| {
+                if jobs.is_none() {
+                    *jobs = Some(JobWatch::subscribe(dbus, timeout)?);
+                }
+                Ok(jobs.as_mut().expect("just subscribed").follow(path))
+            })?;
+        let Some(Ok(id)) = followed else {
+            return Ok(());
+        };
+        if let (Some(dbus), Some(watch)) = (&self.dbus, &mut self.jobs) {
+            if watch
+                .wait(dbus, &[id], until)
+                .is_ok_and(|ended| ended.is_empty())
+            {
+                watch.forget(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// With systemctl: waits, within `time`, until `unit` has no pending
+    /// job (systemctl cannot follow a job it did not queue: `show` is
+    /// asked again every [`JOB_POLL`]).
+    fn poll_unit_job(&mut self, unit: &str, time: &Budget) -> Result<(), ProviderError> {
+        let until = Instant::now() + time.now("waiting for the unit's job")?;
+        while Instant::now() < until && crate::interrupt::since().is_none() {
+            let pending = self.show_liveness(unit, time).is_ok_and(|l| l.job_pending);
+            if !pending {
+                break;
+            }
+            std::thread::sleep(JOB_POLL.min(until.saturating_duration_since(Instant::now())));
+        }
+        Ok(())
+    }
+
+    /// `systemctl show` of what tells whether `unit` is up.
+    fn show_liveness(&mut self, unit: &str, time: &Budget) -> Result<Liveness, ProviderError> {
+        let property = format!("--property={}", liveness::SHOW_PROPERTIES);
+        let output = self
+            .systemctl
+            .output(&["show", &property, "--system", "--", unit], time)?;
+        if !output.success() {
+            return Err(super::parse::command_failed(
+                &format!("show {property} --system -- {unit}"),
+                &output,
+            ));
+        }
+        Ok(liveness::from_show(&output.stdout))
     }
 
     /// How a job that ended `end` went: its error unless it was `done`,
@@ -431,7 +504,14 @@ impl Backend for SystemdBackend {
         files_changed_too: bool,
     ) -> Result<Observed, ProviderError> {
         self.connect_once(time);
-        let over_dbus = self.status_over_dbus(unit, time, files_changed_too)?;
+        let mut over_dbus = self.status_over_dbus(unit, time, files_changed_too)?;
+        // A job systemd queued for the unit (another unit's dependency)
+        // is waited for: the state after it is the one that counts.
+        if let Some(path) = over_dbus.as_ref().and_then(|(a, _)| a.job.0.clone()) {
+            self.wait_for_unit_job(&path, time)?;
+            over_dbus = self.status_over_dbus(unit, time, files_changed_too)?;
+        }
+        let via_dbus = over_dbus.is_some();
         let (active, enabled, files_changed) = match over_dbus {
             Some((answers, files_changed)) => (
                 answers.is_active,
@@ -445,7 +525,39 @@ impl Backend for SystemdBackend {
                 None,
             ),
         };
-        let active = read_is_active(&active)?;
+        let mut active = read_is_active(&active)?;
+        let mut restarting = None;
+        // `activating` is also systemd's word between two runs it makes by
+        // itself (`auto-restart`), and, with systemctl, the word of a unit
+        // whose job is pending: asked once more only then.
+        let mangled = mangle(unit.as_str()).unwrap_or_else(|| unit.to_string());
+        if matches!(active.word, "activating" | "deactivating" | "reloading") {
+            if !via_dbus {
+                let pending = self
+                    .show_liveness(&mangled, time)
+                    .is_ok_and(|l| l.job_pending);
+                if pending {
+                    self.poll_unit_job(&mangled, time)?;
+                    let output = self
+                        .systemctl
+                        .output(&["is-active", "--system", "--", unit.as_str()], time)?;
+                    active = read_is_active(&output)?;
+                }
+            }
+            if active.word == "activating" {
+                if let Ok(Some(now)) = self.liveness(&mangled, time) {
+                    if now.is_auto_restarting() {
+                        restarting = Some(Restarting {
+                            restarts: now.restarts.unwrap_or(0),
+                            last_exit: match now.last_exit() {
+                                e if e.is_empty() => "how its last run ended is not known".into(),
+                                e => e,
+                            },
+                        });
+                    }
+                }
+            }
+        }
         let status = ServiceStatus {
             name: unit.to_string(),
             provider: self.name().to_owned(),
@@ -455,6 +567,7 @@ impl Backend for SystemdBackend {
             enabled_word: enabled.word.to_owned(),
             // The guard adds how a queued job ended.
             job: None,
+            restarting,
         };
         Ok(Observed {
             status,
@@ -529,6 +642,85 @@ impl Backend for SystemdBackend {
 
     fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError> {
         self.systemctl.change(&["daemon-reload"], time)
+    }
+
+    /// Over D-Bus only: with systemctl it would cost a process per start,
+    /// and the window is judged without it (a start by hand sets the
+    /// restart count to 0).
+    fn liveness_at_start(&mut self, unit: &str, time: &Budget) -> Option<Liveness> {
+        self.dbus.as_ref()?;
+        match self.over_dbus(time, "liveness", |dbus, _, timeout| {
+            dbus.liveness(unit, timeout)
+        }) {
+            Ok(Some(Ok(liveness))) => Some(liveness),
+            _ => None,
+        }
+    }
+
+    /// Over D-Bus (one round trip), or `systemctl show`.
+    fn liveness(&mut self, unit: &str, time: &Budget) -> Result<Option<Liveness>, ProviderError> {
+        if self.dbus.is_some() {
+            match self.over_dbus(time, "liveness", |dbus, _, timeout| {
+                dbus.liveness(unit, timeout)
+            })? {
+                Some(Ok(liveness)) => return Ok(Some(liveness)),
+                Some(Err(refusal)) => return Err(refusal.status_error()),
+                None => {}
+            }
+        }
+        self.show_liveness(unit, time).map(Some)
+    }
+
+    /// `PropertiesChanged` of the units' object paths, over D-Bus; with
+    /// systemctl, a wait until `until` (one `show` at the window's end).
+    fn watch_units(&mut self, units: &[String], until: Instant) -> bool {
+        let budget = Budget {
+            timeout: self.timeout,
+            deadline: None,
+        };
+        if self.dbus.is_some() && self.unit_watch.is_none() {
+            let opened = self.over_dbus(&budget, "watching units", |dbus, jobs, timeout| {
+                if jobs.is_none() {
+                    *jobs = Some(JobWatch::subscribe(dbus, timeout)?);
+                }
+                UnitWatch::open(dbus, timeout)
+            });
+            if let Ok(Some(Ok(watch))) = opened {
+                self.unit_watch = Some(watch);
+            }
+        }
+        let (Some(dbus), Some(watch)) = (&self.dbus, &mut self.unit_watch) else {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            return false;
+        };
+        let paths: Vec<String> = units
+            .iter()
+            .map(|u| super::unit_name::object_path(u))
+            .collect();
+        match watch.wait(dbus, &paths, until) {
+            Ok(changed) => changed,
+            Err(e) => {
+                let why = match e {
+                    DbusError::Transport(why) => why,
+                    DbusError::Reply { name, message } => format!("{name}: {message}"),
+                };
+                self.drop_bus(&format!("watching units over D-Bus failed ({why})"));
+                false
+            }
+        }
+    }
+
+    fn unwatch(&mut self) {
+        self.unit_watch = None;
+    }
+
+    fn journal(&mut self, unit: &str, invocation: Option<&str>, time: &Budget) -> Vec<Untrusted> {
+        let args = super::journal::arguments(unit, invocation);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        match self.systemctl.journalctl(&args, time) {
+            Some(output) if output.success() => super::journal::lines(&output.stdout),
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -613,8 +805,12 @@ mod tests {
             args: &[&str],
             _: Duration,
         ) -> Result<CommandOutput, RunError> {
-            assert_eq!(program, Path::new("/usr/bin/systemctl"));
-            let line = args.join(" ");
+            let line = if program == Path::new("/usr/bin/journalctl") {
+                format!("journalctl {}", args.join(" "))
+            } else {
+                assert_eq!(program, Path::new("/usr/bin/systemctl"));
+                args.join(" ")
+            };
             self.log.lock().unwrap().push(line.clone());
             let mut answers = self.answers.lock().unwrap();
             let matching: Vec<usize> = (0..answers.len())
@@ -650,6 +846,7 @@ mod tests {
                 allow,
                 status_via: StatusVia::Systemctl,
                 jobs: 1,
+                settle: Duration::ZERO,
             },
             Box::new(runner.clone()),
         )
@@ -672,6 +869,7 @@ mod tests {
                 active_word: "inactive".into(),
                 enabled_word: "disabled".into(),
                 job: None,
+                restarting: None,
             }
         );
         p.mutate(Operation::Start, "web").unwrap();
@@ -934,6 +1132,50 @@ mod tests {
         );
     }
 
+    /// A failed start says why in systemd's words (its `Result` and how
+    /// the main process ended) and carries the unit's last journal lines
+    /// in its record, escaped when shown.
+    #[test]
+    fn a_failed_start_is_explained_in_systemds_words_and_the_units() {
+        let runner = ScriptedRunner::default()
+            .answer(
+                "start",
+                "",
+                "Job for web.service failed because the control process exited with error code.\n",
+                1,
+            )
+            .answer(
+                "show --property=",
+                "ActiveState=failed\nSubState=failed\nInvocationID=00ff\nNRestarts=0\n\
+                 Result=exit-code\nExecMainCode=1\nExecMainStatus=3\nJob=\n",
+                "",
+                0,
+            )
+            .answer("journalctl", "starting\nboom: \x1b[31mbad config\n", "", 0);
+        let mut p = provider(&runner, false);
+        let err = p.mutate(Operation::Start, "web").unwrap_err();
+        assert!(
+            err.message().ends_with(
+                "control process exited with error code. (Result: exit-code; main process \
+                 exited with status 3)"
+            ),
+            "{}",
+            err.message()
+        );
+        let calls = p.take_calls();
+        let start = calls.last().unwrap();
+        let journal: Vec<&str> = start.journal.iter().map(|l| l.as_raw()).collect();
+        assert_eq!(journal, ["starting", "boom: \x1b[31mbad config"]);
+        assert!(!start.journal[1].to_string().contains('\x1b'));
+        let asked = runner.log();
+        assert!(
+            asked.iter().any(|l| l.starts_with("journalctl ")
+                && l.contains("_SYSTEMD_UNIT=web.service")
+                && l.contains("_SYSTEMD_INVOCATION_ID=00ff")),
+            "{asked:?}"
+        );
+    }
+
     #[test]
     fn failed_reload_fails_every_operation_without_retrying() {
         let runner = ScriptedRunner::default().answer("daemon-reload", "", "Access denied\n", 1);
@@ -982,6 +1224,7 @@ mod tests {
                 allow: None,
                 status_via: StatusVia::Systemctl,
                 jobs: 1,
+                settle: Duration::ZERO,
             },
             Box::new(runner.clone()),
         );

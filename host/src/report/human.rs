@@ -183,6 +183,15 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
             one_line(&r.resource),
             describe(r, style)
         );
+        // What the unit itself last said (escaped: it is the unit's text).
+        for line in &r.journal {
+            let _ = writeln!(
+                out,
+                "{:<width$}    {}",
+                "",
+                style.dim(&format!("journal: {line}"))
+            );
+        }
     }
     for e in &run.errors {
         let _ = writeln!(out, "{}", style.red(&format!("error: {e}")));

@@ -289,6 +289,7 @@ mod tests {
                     change: "changed".into(),
                 })
                 .collect(),
+            journal: Vec::new(),
         };
         let mut report = run("web.wasm", source("/p.wasm", "sha256:aa", false), None);
         report.resources = vec![

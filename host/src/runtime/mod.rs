@@ -432,6 +432,7 @@ mod tests {
                 active_word: "active".to_owned(),
                 enabled_word: "disabled".to_owned(),
                 job: None,
+                restarting: None,
             })
         }
         fn mutate(&mut self, _: Operation, name: &str) -> Result<Progress, ProviderError> {

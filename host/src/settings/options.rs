@@ -12,7 +12,7 @@
 use super::declare::{settings, Setting};
 use super::value::{
     AnyPath, Bytes, Choice, Count, Hosts, Jobs, Mebibytes, OptionalPath, Patterns, Prefixes,
-    Seconds, Words,
+    Seconds, SettleSeconds, Words,
 };
 use crate::provider::StatusVia;
 
@@ -145,6 +145,15 @@ settings! {
             help: "How many start, stop and restart jobs of a run may be pending at once on \
                    systemd's job engine (over D-Bus); 1 waits for each job before the next call, \
                    as systemctl does",
+        }
+        settle: SettleSeconds {
+            flag: "settle",
+            key: "settle_secs",
+            value_name: "SECS",
+            default: Some("1"),
+            help: "How long a unit must stay up after its start or restart job ended for the \
+                   start to count (same invocation, no automatic restart), in seconds; units \
+                   started side by side settle side by side; 0 turns it off",
         }
     }
 

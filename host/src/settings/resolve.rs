@@ -33,6 +33,8 @@ pub struct RunSettings {
     pub status_via: StatusVia,
     /// How many jobs may be pending at once.
     pub jobs: usize,
+    /// How long a started unit must stay up for its start to count.
+    pub settle: Duration,
     pub allow: Option<UnitAllowlist>,
     pub lock_file: PathBuf,
     pub lock_timeout: Duration,
@@ -62,6 +64,7 @@ impl RunSettings {
             systemctl_timeout: values.systemctl_timeout,
             status_via: values.provider,
             jobs: values.jobs,
+            settle: values.settle,
             allow,
             lock_file: values.lock_file,
             lock_timeout: values.lock_timeout,

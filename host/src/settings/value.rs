@@ -226,6 +226,33 @@ impl Value for Seconds {
     }
 }
 
+/// How long a started unit must stay up: 0 (judged when its job ends)
+/// up to [`MAX_SETTLE_SECONDS`]; fractions allowed.
+pub struct SettleSeconds;
+
+/// The longest settle window: a minute (supervisord's `startsecs` is 1 s;
+/// a start that needs longer to prove itself wants a readiness protocol,
+/// `Type=notify`, rather than a longer window).
+const MAX_SETTLE_SECONDS: f64 = 60.0;
+
+impl Value for SettleSeconds {
+    type Out = Duration;
+    const KIND: Kind = Kind::Seconds;
+    const ACTION: ArgAction = ArgAction::Set;
+    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<Duration> {
+        let (raw, source) = raw(setting, given, file);
+        match raw.number() {
+            Some(s) if s.is_finite() && (0.0..=MAX_SETTLE_SECONDS).contains(&s) => {
+                Ok(Duration::from_secs_f64(s))
+            }
+            _ => bail!(
+                "{source}: expected 0 (off) to {MAX_SETTLE_SECONDS} seconds, got {}",
+                raw.describe()
+            ),
+        }
+    }
+}
+
 /// Mebibytes, resolved to bytes.
 pub struct Mebibytes;
 

@@ -88,6 +88,7 @@ impl<'a> Session<'a> {
                 allow: settings.allow.clone(),
                 status_via: settings.status_via,
                 jobs: settings.jobs,
+                settle: settings.settle,
             },
             Box::new(ProcessRunner),
         ));

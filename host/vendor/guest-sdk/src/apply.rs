@@ -85,10 +85,13 @@ impl RunOptions {
 /// in declaration order; one failing resource does not stop the others.
 ///
 /// A start, stop or restart the host queues ([`Progress::Queued`]) runs
-/// beside the others: the resource is finished (its job awaited, its
-/// enablement changed, its state verified) after every resource has been
-/// begun, or earlier when a later resource subscribes to it, so that a
-/// refresh follows the job it depends on. Events keep declaration order.
+/// beside the others, and a start or restart is judged by the host only
+/// once the unit stayed up through its settle window: such a resource is
+/// finished (its job awaited, its enablement changed, its state verified)
+/// after every resource has been begun, or earlier when a later resource
+/// subscribes to it, so that a refresh follows the job it depends on and
+/// the settle windows of units started one after another still overlap.
+/// Events keep declaration order.
 pub fn apply(policy: &Policy, provider: &mut dyn Provider, options: &RunOptions) -> Report {
     let services = match policy.validate() {
         Ok(services) => services,
@@ -258,7 +261,9 @@ struct Applying<'a> {
     queued: Option<Queued>,
 }
 
-/// A phase-one job the host queued, and what follows it.
+/// A phase-one job whose end is still to be known, and what follows it:
+/// a job the host queued, or a start or restart, which counts only once
+/// the unit stayed up (the host says so at the unit's next `status`).
 struct Queued {
     action: Action,
     /// Phase two, made once the job ended well.
@@ -322,6 +327,17 @@ impl<'a> Applying<'a> {
             fail(event, why);
             return applying;
         }
+        if let (Some(restarting), Ensure::Running) = (&status.restarting, service.ensure) {
+            event.final_state = Some(found.into());
+            fail(event, crash_loop(service, restarting));
+            return applying;
+        }
+        // Between two runs systemd makes by itself, the unit counts as
+        // running for `ensure: stopped`: a stop ends the loop.
+        let found_running = match status.restarting {
+            Some(_) => Ensure::Running,
+            None => found.ensure,
+        };
         let watched_changed = |r: &ResourceRef| {
             watched.is_some_and(|w| {
                 w.changed
@@ -333,7 +349,7 @@ impl<'a> Applying<'a> {
             .subscribe
             .iter()
             .any(|r| changed.contains(r) || watched_changed(r));
-        let running = running_action(service.ensure, found.ensure, triggered);
+        let running = running_action(service.ensure, found_running, triggered);
         let enablement = enable_action(service.enable, found.enabled);
         let planned: Vec<Action> = running.into_iter().chain(enablement).collect();
 
@@ -348,7 +364,10 @@ impl<'a> Applying<'a> {
 
         for action in planned {
             match provider.mutate(action.operation(), &service.name) {
-                Ok(Progress::Queued) if Some(action) == running => {
+                Ok(progress)
+                    if Some(action) == running
+                        && (progress == Progress::Queued || action.must_stay_up()) =>
+                {
                     event.actions.push(action);
                     applying.queued = Some(Queued {
                         action,
@@ -446,6 +465,24 @@ fn verify(event: &mut Event, service: &ValidService, after: Result<ServiceStatus
             ));
         }
     }
+}
+
+/// Why a unit systemd is restarting by itself is not started: a crash loop
+/// is a failure to report, not a state to start from (a start would only
+/// cut systemd's wait short, and hide the loop).
+fn crash_loop(service: &ValidService, restarting: &crate::provider::Restarting) -> String {
+    let times = match restarting.restarts {
+        1 => "once".to_owned(),
+        n => format!("{n} times"),
+    };
+    format!(
+        "{name} is in a crash loop: restarted {times} by systemd since start; {last}. \
+         It was not started: systemd is restarting it itself (Restart=). See \
+         journalctl -u {unit}; fix the unit, or ensure it stopped.",
+        name = service.name,
+        last = restarting.last_exit,
+        unit = service.name.unit_name()
+    )
 }
 
 /// Marks `event` failed by `action`'s call (or its job): a refresh or a

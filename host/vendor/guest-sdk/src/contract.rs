@@ -26,5 +26,5 @@ pub mod bindings {
 
 pub use bindings::policy_host::policy::types::{
     Action, Ensure, Event, FinalState, JobOutcome, Operation, Progress, ProviderError, Report,
-    RequestedState, RunOptions, ServiceStatus, Subscription, Watched,
+    RequestedState, Restarting, RunOptions, ServiceStatus, Subscription, Watched,
 };

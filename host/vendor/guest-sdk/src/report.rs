@@ -18,6 +18,13 @@ impl Action {
         }
     }
 
+    /// A start or restart counts only once the unit stayed up: the host
+    /// judges it at the unit's next `status` (its settle window), so the
+    /// SDK finishes such a resource after the others were begun.
+    pub fn must_stay_up(self) -> bool {
+        matches!(self, Action::Started | Action::Restarted)
+    }
+
     /// The noop phrase (docs/service-type.md, "Noop mode and its messages"), lower-case after the first.
     fn noop_phrase(self) -> &'static str {
         match self {

@@ -45,6 +45,7 @@ fn counts(table: &[(&'static str, bool)], word: &str, command: &str) -> (&'stati
 /// The state of one simulated unit: whether it runs and starts at boot, and
 /// the words systemd says that with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UnitState {
     /// Whether it counts as running (`active`, `reloading`, `activating`).
     pub running: bool,
@@ -55,6 +56,10 @@ pub struct UnitState {
     /// What `systemctl is-enabled` prints: `enabled`, `disabled`, `static`,
     /// `alias`, `enabled-runtime`, `masked`, ...
     pub enabled_word: &'static str,
+    /// systemd is restarting the unit itself (`Restart=`): how many times
+    /// it did since the unit was started by hand, and how its last run
+    /// ended, as the host words it. See [`UnitState::crash_looping`].
+    pub restarting: Option<(u32, &'static str)>,
 }
 
 /// Stopped and disabled.
@@ -65,6 +70,7 @@ impl Default for UnitState {
             enabled: false,
             active_word: "inactive",
             enabled_word: "disabled",
+            restarting: None,
         }
     }
 }
@@ -78,6 +84,17 @@ impl UnitState {
     /// Stopped (`inactive`) and disabled.
     pub fn stopped() -> Self {
         Self::default()
+    }
+
+    /// Between two runs systemd makes by itself (`Restart=`, `SubState`
+    /// `auto-restart`): `activating`, restarted `restarts` times, its last
+    /// run ended as `last_exit` says (`"Result: exit-code; main process
+    /// exited with status 3"`). A start or stop makes it an ordinary unit
+    /// again.
+    pub fn crash_looping(restarts: u32, last_exit: &'static str) -> Self {
+        let mut state = Self::default().with_active_word("activating");
+        state.restarting = Some((restarts, last_exit));
+        state
     }
 
     /// `enabled`.
@@ -135,6 +152,10 @@ enum Fault {
     NoEffect,
     /// The operation works, then `is-enabled` says this word (once).
     LeavesEnabledWord(&'static str),
+    /// The start or restart works, and the unit dies before the host's
+    /// settle window ends: its next `status` finds it `failed` and says
+    /// why, as the job's outcome.
+    DiesAfterStart(String),
 }
 
 /// What an operation does to a unit.
@@ -162,6 +183,8 @@ pub struct SimulatedSystem {
     queue_jobs: bool,
     /// Per unit, its queued job, ended at the unit's next `status`.
     queued: BTreeMap<String, QueuedJob>,
+    /// Per unit, why its start did not stay up, said at its next `status`.
+    settle_failures: BTreeMap<String, JobOutcome>,
 }
 
 impl SimulatedSystem {
@@ -214,6 +237,24 @@ impl SimulatedSystem {
         self.faults.insert(
             (operation, unit_name(service).into_owned()),
             Fault::LeavesEnabledWord(word),
+        );
+        self
+    }
+
+    /// Makes a `start` or `restart` of `service` work, and the unit then
+    /// die within the host's settle window (a daemon that exits a moment
+    /// after its start): the call succeeds, the unit's next `status` finds
+    /// it `failed` and carries `why` as the outcome of the start, as the
+    /// host says it (`"web.service did not stay up: ..."`).
+    pub fn with_death_after(
+        mut self,
+        operation: Operation,
+        service: &str,
+        why: impl Into<String>,
+    ) -> Self {
+        self.faults.insert(
+            (operation, unit_name(service).into_owned()),
+            Fault::DiesAfterStart(why.into()),
         );
         self
     }
@@ -307,7 +348,9 @@ impl SimulatedSystem {
     ///     .with_unit("httpd", UnitState::stopped())
     ///     .with_unit("legacy-ftpd", UnitState::running());
     /// guest_sdk::run(policy, &mut system, &RunOptions::default());
-    /// system.assert_mutating_calls(&["start httpd", "enable httpd", "stop legacy-ftpd"]);
+    /// // httpd's start counts once it stayed up: its second phase comes
+    /// // after the other services were begun.
+    /// system.assert_mutating_calls(&["start httpd", "stop legacy-ftpd", "enable httpd"]);
     /// ```
     #[track_caller]
     pub fn assert_mutating_calls(&self, expected: &[&str]) {
@@ -356,6 +399,19 @@ impl SimulatedSystem {
         let outcome = match self.faults.get(&(operation, name.clone())).cloned() {
             Some(Fault::Fail(error)) => Err(error),
             Some(Fault::NoEffect) => Ok(Some(unit)),
+            Some(Fault::DiesAfterStart(why)) => match effect(unit, service) {
+                Effect::Refuse(error) => return Err(error),
+                _ => {
+                    self.settle_failures.insert(
+                        name.clone(),
+                        JobOutcome {
+                            operation,
+                            error: Some(ProviderError::CommandFailed(why)),
+                        },
+                    );
+                    Ok(Some(unit.with_active_word("failed")))
+                }
+            },
             Some(Fault::LeavesEnabledWord(_)) | None => match effect(unit, service) {
                 Effect::Refuse(error) => return Err(error),
                 Effect::Set(state) => Ok(Some(state)),
@@ -374,7 +430,7 @@ impl SimulatedSystem {
         let job = self.queued.remove(&name)?;
         let error = match job.outcome {
             Ok(Some(state)) => {
-                self.units.insert(name, state);
+                self.units.insert(name.clone(), state);
                 None
             }
             Ok(None) => {
@@ -383,10 +439,11 @@ impl SimulatedSystem {
             }
             Err(error) => Some(error),
         };
-        Some(JobOutcome {
+        let died = self.settle_failures.remove(&name);
+        Some(died.unwrap_or(JobOutcome {
             operation: job.operation,
             error,
-        })
+        }))
     }
 
     fn perform(
@@ -408,6 +465,19 @@ impl SimulatedSystem {
         let effect = match fault {
             Some(Fault::Fail(error)) => return Err(error),
             Some(Fault::NoEffect) => return Ok(()),
+            Some(Fault::DiesAfterStart(why)) => match effect(unit, service) {
+                Effect::Refuse(error) => Effect::Refuse(error),
+                _ => {
+                    self.settle_failures.insert(
+                        key.1.clone(),
+                        JobOutcome {
+                            operation,
+                            error: Some(ProviderError::CommandFailed(why)),
+                        },
+                    );
+                    Effect::Set(unit.with_active_word("failed"))
+                }
+            },
             Some(Fault::LeavesEnabledWord(word)) => {
                 self.faults.remove(&key);
                 match effect(unit, service) {
@@ -448,13 +518,18 @@ fn start(unit: UnitState, service: &ServiceName, verb: &str) -> Effect {
             format!("Failed to {verb} {name}: Unit {name} is masked."),
         );
     }
-    Effect::Set(unit.with_active_word("active"))
+    Effect::Set(UnitState {
+        restarting: None,
+        ..unit.with_active_word("active")
+    })
 }
 
 impl Provider for SimulatedSystem {
     /// Ends the unit's queued job first, if it has one, and says how.
     fn status(&mut self, service: &ServiceName) -> Result<ServiceStatus, ProviderError> {
-        let job = self.end_queued_job(service);
+        let job = self
+            .end_queued_job(service)
+            .or_else(|| self.settle_failures.remove(service.unit_name().as_ref()));
         self.perform(Operation::Status, service, |_, _| Effect::Keep)?;
         let unit = self.units[service.unit_name().as_ref()];
         Ok(ServiceStatus {
@@ -465,6 +540,12 @@ impl Provider for SimulatedSystem {
             active_word: unit.active_word.to_owned(),
             enabled_word: unit.enabled_word.to_owned(),
             job,
+            restarting: unit
+                .restarting
+                .map(|(restarts, last_exit)| crate::provider::Restarting {
+                    restarts,
+                    last_exit: last_exit.to_owned(),
+                }),
         })
     }
 
@@ -476,7 +557,10 @@ impl Provider for SimulatedSystem {
     fn stop(&mut self, service: &ServiceName) -> Result<Progress, ProviderError> {
         self.job(Operation::Stop, service, |u, _| match u.enabled_word {
             "transient" => Effect::Remove,
-            _ => Effect::Set(u.with_active_word("inactive")),
+            _ => Effect::Set(UnitState {
+                restarting: None,
+                ..u.with_active_word("inactive")
+            }),
         })
     }
 

@@ -1,0 +1,320 @@
+//! The settle window, on a simulated clock: a backend of the test's own
+//! whose units die (or are restarted by "systemd") at scripted moments,
+//! and whose `watch_units` moves the clock to the next moment something
+//! happens instead of sleeping.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::contract::ErrorKind;
+use crate::provider::backend::Observed;
+
+/// What becomes of a unit after its start.
+#[derive(Clone, Copy)]
+enum Fate {
+    /// It dies this long after its start (`failed`, exit status 3).
+    Dies(Duration),
+    /// systemd restarts it this many times, the first this long after.
+    Loops(Duration, u32),
+}
+
+#[derive(Default)]
+struct Seen {
+    /// `liveness UNIT`, `watch UNIT`, `journal UNIT`, `start UNIT`, ...
+    log: Vec<String>,
+}
+
+struct SettlingBackend {
+    now: Instant,
+    fates: HashMap<String, Fate>,
+    started: HashMap<String, Instant>,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl SettlingBackend {
+    fn log(&self, line: String) {
+        self.seen.lock().unwrap().log.push(line);
+    }
+
+    /// When `unit`'s fate happens, if it has one and was started.
+    fn moment(&self, unit: &str) -> Option<Instant> {
+        let started = self.started.get(unit)?;
+        Some(match self.fates.get(unit)? {
+            Fate::Dies(after) | Fate::Loops(after, _) => *started + *after,
+        })
+    }
+
+    fn state(&self, unit: &str) -> Liveness {
+        let up = Liveness {
+            active: "active".into(),
+            sub: "running".into(),
+            invocation: Some("aa".into()),
+            restarts: Some(0),
+            result: Some("success".into()),
+            ..Liveness::default()
+        };
+        let exit = Some(super::super::liveness::MainExit { code: 1, status: 3 });
+        match (self.moment(unit), self.fates.get(unit)) {
+            (Some(at), Some(Fate::Dies(_))) if self.now >= at => Liveness {
+                active: "failed".into(),
+                sub: "failed".into(),
+                result: Some("exit-code".into()),
+                main_exit: exit,
+                ..up
+            },
+            (Some(at), Some(Fate::Loops(_, n))) if self.now >= at => Liveness {
+                invocation: Some("bb".into()),
+                restarts: Some(*n),
+                result: Some("exit-code".into()),
+                main_exit: exit,
+                ..up
+            },
+            _ => up,
+        }
+    }
+}
+
+impl Backend for SettlingBackend {
+    fn unavailable_reason(&self) -> Option<&str> {
+        None
+    }
+    fn status_reader(&mut self) -> (&'static str, Option<&str>) {
+        ("dbus", None)
+    }
+    fn tells_files_changed(&mut self, _: &Budget) -> bool {
+        true
+    }
+    fn status(
+        &mut self,
+        unit: &CheckedName,
+        _: &Budget,
+        _: bool,
+    ) -> Result<Observed, ProviderError> {
+        let now = self.state(&job_key(unit));
+        Ok(Observed {
+            status: ServiceStatus {
+                name: unit.to_string(),
+                provider: "systemd".into(),
+                enabled: false,
+                running: now.is_up(),
+                active_word: now.active.clone(),
+                enabled_word: "disabled".into(),
+                job: None,
+                restarting: None,
+            },
+            files_changed: Some(false),
+        })
+    }
+    fn change(
+        &mut self,
+        change: Change,
+        unit: &CheckedName,
+        _: &Budget,
+    ) -> Result<Applied, ProviderError> {
+        self.log(format!("{} {unit}", change.verb()));
+        self.started.insert(job_key(unit), self.now);
+        Ok(Applied::Done)
+    }
+    fn daemon_reload(&mut self, _: &Budget) -> Result<(), ProviderError> {
+        Ok(())
+    }
+    fn now(&self) -> Instant {
+        self.now
+    }
+    fn liveness_at_start(&mut self, unit: &str, _: &Budget) -> Option<Liveness> {
+        Some(self.state(unit))
+    }
+    fn liveness(&mut self, unit: &str, _: &Budget) -> Result<Option<Liveness>, ProviderError> {
+        self.log(format!("liveness {unit}"));
+        Ok(Some(self.state(unit)))
+    }
+    /// Moves the clock to the first fate of `units` before `until` (and
+    /// says so), or to `until`.
+    fn watch_units(&mut self, units: &[String], until: Instant) -> bool {
+        self.log(format!("watch {}", units.join(" ")));
+        let next = units
+            .iter()
+            .filter_map(|u| self.moment(u))
+            .filter(|at| *at > self.now && *at <= until)
+            .min();
+        self.now = next.unwrap_or(until);
+        next.is_some()
+    }
+    fn journal(&mut self, unit: &str, _: Option<&str>, _: &Budget) -> Vec<Untrusted> {
+        self.log(format!("journal {unit}"));
+        vec![Untrusted::new("boom: bad config")]
+    }
+}
+
+const SETTLE: Duration = Duration::from_secs(1);
+
+fn guarded(
+    settle: Duration,
+    fates: &[(&str, Fate)],
+) -> (Guarded<SettlingBackend>, Arc<Mutex<Seen>>, Instant) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let start = Instant::now();
+    let backend = SettlingBackend {
+        now: start,
+        fates: fates
+            .iter()
+            .map(|(u, f)| (format!("{u}.service"), *f))
+            .collect(),
+        started: HashMap::new(),
+        seen: seen.clone(),
+    };
+    let guard = Guard {
+        allow: None,
+        noop: false,
+        timeout: Duration::from_secs(90),
+        jobs: 1,
+        settle,
+    };
+    (Guarded::over(backend, guard), seen, start)
+}
+
+fn elapsed(p: &Guarded<SettlingBackend>, since: Instant) -> Duration {
+    p.backend.now().duration_since(since)
+}
+
+#[test]
+fn a_unit_that_stays_up_counts_at_the_end_of_its_window() {
+    let (mut p, _, t0) = guarded(SETTLE, &[]);
+    assert_eq!(
+        p.mutate(Operation::Start, "web").unwrap(),
+        Progress::Finished
+    );
+    let status = p.status("web").unwrap();
+    assert!(status.running && status.job.is_none(), "{status:?}");
+    assert_eq!(
+        elapsed(&p, t0),
+        SETTLE,
+        "the status waited for the window's end"
+    );
+    let calls = p.take_calls();
+    assert!(calls.iter().all(|c| c.outcome.is_ok()), "{calls:?}");
+}
+
+#[test]
+fn a_unit_that_dies_is_judged_at_once_in_systemds_words_with_its_journal() {
+    let (mut p, seen, t0) = guarded(SETTLE, &[("web", Fate::Dies(Duration::from_millis(500)))]);
+    p.mutate(Operation::Start, "web").unwrap();
+    let status = p.status("web").unwrap();
+    assert_eq!(
+        elapsed(&p, t0),
+        Duration::from_millis(500),
+        "judged when it died, not at 1 s"
+    );
+    assert!(!status.running);
+    let job = status.job.expect("the start's outcome");
+    assert_eq!(job.operation, Operation::Start);
+    let message = job.error.expect("a failed start").message().to_owned();
+    assert_eq!(
+        message,
+        "web.service did not stay up: 500ms after its job ended it is failed (failed); \
+         last exit: Result: exit-code; main process exited with status 3"
+    );
+    let calls = p.take_calls();
+    let start = calls
+        .iter()
+        .find(|c| c.operation == Call::Guest(Operation::Start))
+        .unwrap();
+    assert_eq!(start.outcome, Outcome::Failed(ErrorKind::CommandFailed));
+    assert_eq!(start.error.as_deref(), Some(message.as_str()));
+    assert_eq!(start.journal, [Untrusted::new("boom: bad config")]);
+    assert!(seen
+        .lock()
+        .unwrap()
+        .log
+        .contains(&"journal web.service".to_owned()));
+}
+
+#[test]
+fn automatic_restarts_within_the_window_are_a_crash_loop() {
+    let (mut p, _, _) = guarded(
+        SETTLE,
+        &[("web", Fate::Loops(Duration::from_millis(300), 3))],
+    );
+    p.mutate(Operation::Restart, "web").unwrap();
+    let job = p.status("web").unwrap().job.expect("the restart's outcome");
+    assert_eq!(job.operation, Operation::Restart);
+    let message = job.error.unwrap().message().to_owned();
+    assert!(
+        message
+            .starts_with("web.service did not stay up: restarted 3 times by systemd since start"),
+        "{message}"
+    );
+}
+
+#[test]
+fn windows_of_units_started_side_by_side_run_side_by_side() {
+    let (mut p, _, t0) = guarded(SETTLE, &[]);
+    for unit in ["a", "b", "c", "d"] {
+        p.mutate(Operation::Start, unit).unwrap();
+    }
+    for unit in ["a", "b", "c", "d"] {
+        assert!(p.status(unit).unwrap().job.is_none());
+    }
+    assert_eq!(
+        elapsed(&p, t0),
+        SETTLE,
+        "one window for four starts, not four"
+    );
+}
+
+#[test]
+fn no_window_without_a_start_or_with_settle_off_or_in_a_noop_run() {
+    let (mut p, seen, t0) = guarded(
+        Duration::ZERO,
+        &[("web", Fate::Dies(Duration::from_millis(1)))],
+    );
+    p.mutate(Operation::Start, "web").unwrap();
+    p.status("web").unwrap();
+    assert_eq!(elapsed(&p, t0), Duration::ZERO);
+    assert!(seen
+        .lock()
+        .unwrap()
+        .log
+        .iter()
+        .all(|l| !l.starts_with("watch")));
+
+    let (mut p, seen, t0) = guarded(SETTLE, &[]);
+    p.mutate(Operation::Stop, "web").unwrap();
+    p.mutate(Operation::Enable, "web").unwrap();
+    p.status("web").unwrap();
+    assert_eq!(
+        elapsed(&p, t0),
+        Duration::ZERO,
+        "a stop or enable opens no window"
+    );
+    assert!(seen
+        .lock()
+        .unwrap()
+        .log
+        .iter()
+        .all(|l| !l.starts_with("liveness")));
+
+    let (mut p, _, t0) = guarded(SETTLE, &[]);
+    p.guard.noop = true;
+    assert!(p.mutate(Operation::Start, "web").is_err());
+    p.status("web").unwrap();
+    assert_eq!(elapsed(&p, t0), Duration::ZERO);
+}
+
+#[test]
+fn a_window_the_guest_never_closed_is_judged_before_the_records_are_handed_out() {
+    let (mut p, _, _) = guarded(SETTLE, &[("web", Fate::Dies(Duration::from_millis(200)))]);
+    p.mutate(Operation::Start, "web").unwrap();
+    let calls = p.take_calls();
+    let start = calls
+        .iter()
+        .find(|c| c.operation == Call::Guest(Operation::Start))
+        .unwrap();
+    assert_eq!(
+        start.outcome,
+        Outcome::Failed(ErrorKind::CommandFailed),
+        "{calls:?}"
+    );
+}

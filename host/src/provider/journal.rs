@@ -1,0 +1,84 @@
+//! The last lines a unit wrote to the journal, for a failed start,
+//! restart or settle window: what an operator would read first with
+//! `journalctl -u UNIT`. Read by the host (never given to a guest), only
+//! for units the run managed, and bounded: at most [`MAX_LINES`] lines of
+//! [`MAX_LINE_CHARS`] characters. The text is the unit's, so untrusted:
+//! reports escape it like every untrusted string.
+
+use crate::text::{Untrusted, TRUNCATED};
+
+/// The most lines kept.
+pub const MAX_LINES: usize = 5;
+/// The longest line kept, in characters.
+pub const MAX_LINE_CHARS: usize = 200;
+
+/// `journalctl`'s arguments for the last lines `unit` (mangled) wrote:
+/// only its own processes' (`_SYSTEMD_UNIT=`), of its last run when its
+/// `invocation` is known (`_SYSTEMD_INVOCATION_ID=`), message text only.
+pub fn arguments(unit: &str, invocation: Option<&str>) -> Vec<String> {
+    let mut args = vec![
+        "--system".to_owned(),
+        "--no-pager".to_owned(),
+        "--quiet".to_owned(),
+        "--output=cat".to_owned(),
+        format!("--lines={MAX_LINES}"),
+        format!("_SYSTEMD_UNIT={unit}"),
+    ];
+    if let Some(invocation) = invocation.filter(|i| i.bytes().all(|b| b.is_ascii_hexdigit())) {
+        args.push(format!("_SYSTEMD_INVOCATION_ID={invocation}"));
+    }
+    args
+}
+
+/// The lines of `journalctl`'s output, bounded: the last [`MAX_LINES`]
+/// non-empty lines, each cut to [`MAX_LINE_CHARS`] characters.
+pub fn lines(stdout: &str) -> Vec<Untrusted> {
+    let all: Vec<&str> = stdout
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .collect();
+    all[all.len().saturating_sub(MAX_LINES)..]
+        .iter()
+        .map(|line| {
+            let cut: String = line.chars().take(MAX_LINE_CHARS).collect();
+            let text = if cut.len() < line.len() {
+                cut + TRUNCATED
+            } else {
+                cut
+            };
+            Untrusted::new(text)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_units_own_lines_of_its_last_run_are_asked_for() {
+        let args = arguments("web.service", Some("0123abcd"));
+        assert!(args.contains(&"_SYSTEMD_UNIT=web.service".to_owned()));
+        assert!(args.contains(&"_SYSTEMD_INVOCATION_ID=0123abcd".to_owned()));
+        assert!(args.contains(&"--lines=5".to_owned()));
+        // Never a match a caller could smuggle in.
+        let odd = arguments("web.service", Some("x _PID=1"));
+        assert!(!odd.iter().any(|a| a.contains("_PID")), "{odd:?}");
+    }
+
+    #[test]
+    fn lines_are_bounded_in_number_and_length() {
+        let long = "é".repeat(500);
+        let out = format!("one\n\ntwo\nthree\nfour\nfive\nsix\n{long}\n");
+        let kept = lines(&out);
+        assert_eq!(kept.len(), MAX_LINES);
+        assert_eq!(kept[0].as_raw(), "three");
+        let last = kept[4].as_raw();
+        assert!(last.ends_with(TRUNCATED), "{last}");
+        assert_eq!(
+            last.trim_end_matches(TRUNCATED).chars().count(),
+            MAX_LINE_CHARS
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! Watching units change, over D-Bus, without asking: systemd sends
+//! `PropertiesChanged` for a unit's object path whenever its state moves
+//! (to clients that called `Manager.Subscribe`, which [`super::jobs`]
+//! does before the first job). The settle window waits on these signals
+//! instead of sleeping and polling, as systemd's own `bus-wait-for-units.c`
+//! does: a unit that dies within its window is judged at once.
+//!
+//! One match for every unit's path (`path_namespace`), open while a window
+//! is: the signals of other units are read and dropped.
+
+use std::num::NonZeroUsize;
+use std::pin::Pin;
+use std::time::Instant;
+
+use futures_core::Stream;
+
+use super::dbus::{classify, transport, DbusError, SystemdBus, SYSTEMD};
+
+/// How many signals may wait to be read: far more than a run's units
+/// send while a window is open, so the connection never stalls on a full
+/// queue (the watch is dropped when no window is open).
+const QUEUED_SIGNALS: usize = 1 << 16;
+
+/// The `PropertiesChanged` signals of systemd's units.
+pub struct UnitWatch {
+    signals: zbus::MessageStream,
+}
+
+impl UnitWatch {
+    /// Adds the match (systemd must already send signals to this client).
+    pub fn open(bus: &SystemdBus, timeout: std::time::Duration) -> Result<Self, DbusError> {
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .sender(SYSTEMD)
+            .interface("org.freedesktop.DBus.Properties")
+            .member("PropertiesChanged")
+            .path_namespace("/org/freedesktop/systemd1/unit")
+            .build()
+            .map_err(transport)?;
+        let queued = NonZeroUsize::new(QUEUED_SIGNALS).expect("not zero");
+        let signals = bus.runtime.block_on(async {
+            tokio::time::timeout(
+                timeout,
+                zbus::MessageStream::for_match_rule(rule, &bus.connection, Some(queued)),
+            )
+            .await
+            .map_err(|_| transport("no answer to AddMatch in time"))?
+            .map_err(classify)
+        })?;
+        Ok(Self { signals })
+    }
+
+    /// Waits until one of `paths` (units' object paths) changed, or
+    /// `until`; says whether one did.
+    pub fn wait(
+        &mut self,
+        bus: &SystemdBus,
+        paths: &[String],
+        until: Instant,
+    ) -> Result<bool, DbusError> {
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            let signals = &mut self.signals;
+            let next = bus.runtime.block_on(async {
+                tokio::time::timeout(
+                    left,
+                    std::future::poll_fn(|cx| Pin::new(&mut *signals).poll_next(cx)),
+                )
+                .await
+            });
+            match next {
+                Err(_) => return Ok(false),
+                Ok(None) => return Err(transport("the system bus connection closed")),
+                Ok(Some(message)) => {
+                    let message = message.map_err(classify)?;
+                    let header = message.header();
+                    if header
+                        .path()
+                        .is_some_and(|p| paths.iter().any(|w| w == p.as_str()))
+                    {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+    }
+}
