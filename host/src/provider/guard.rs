@@ -462,20 +462,11 @@ impl<B: Backend> Guarded<B> {
         };
         let window = self.windows.remove(at);
         let watched = [window.unit.clone()];
-        let mut verdict = None;
-        while wait {
-            let now = self.backend.now();
-            if now >= window.ends || crate::interrupt::since().is_some() {
-                break;
-            }
-            let until = window.ends.min(now + WAIT_SLICE);
-            if self.backend.watch_units(&watched, until) {
-                verdict = self.judge(&window);
-                if verdict.is_some() {
-                    break;
-                }
-            }
-        }
+        let verdict = if wait {
+            self.watch_window(&window, &watched)
+        } else {
+            None
+        };
         let verdict = verdict.or_else(|| self.judge(&window));
         if self.windows.is_empty() {
             self.backend.unwatch();
@@ -500,6 +491,28 @@ impl<B: Backend> Guarded<B> {
                 error: Some(error),
             },
         );
+    }
+
+    /// Watches the unit of `window` until its end (or an interruption):
+    /// the verdict as soon as a change of the unit made it fail; `None`
+    /// when it did not (yet).
+    fn watch_window(
+        &mut self,
+        window: &Window,
+        watched: &[String],
+    ) -> Option<(String, Option<String>)> {
+        loop {
+            let now = self.backend.now();
+            if now >= window.ends || crate::interrupt::since().is_some() {
+                return None;
+            }
+            let until = window.ends.min(now + WAIT_SLICE);
+            if self.backend.watch_units(watched, until) {
+                if let Some(verdict) = self.judge(window) {
+                    return Some(verdict);
+                }
+            }
+        }
     }
 
     /// Why the start `window` follows did not count, and the invocation
