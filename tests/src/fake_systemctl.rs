@@ -304,6 +304,20 @@ impl Drop for FakeSystemctl {
     }
 }
 
+/// The `systemctl show` the host makes to judge a start's settle window,
+/// as the fake's call log writes it (`%q`-quoted: commas escaped).
+pub fn show(name: &str) -> String {
+    let unit = if name.contains('.') {
+        name.to_owned()
+    } else {
+        format!("{name}.service")
+    };
+    format!(
+        "show --property=ActiveState\\,SubState\\,InvocationID\\,NRestarts\\,Result\\,\
+         ExecMainCode\\,ExecMainStatus\\,Job --system -- {unit}"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,18 +523,4 @@ mod tests {
         assert_eq!(q(&fake, "start", "a b").2, 5);
         assert_eq!(fake.calls().last().unwrap(), "start --system -- a\\ b");
     }
-}
-
-/// The `systemctl show` the host makes to judge a start's settle window,
-/// as the fake's call log writes it (`%q`-quoted: commas escaped).
-pub fn show(name: &str) -> String {
-    let unit = if name.contains('.') {
-        name.to_owned()
-    } else {
-        format!("{name}.service")
-    };
-    format!(
-        "show --property=ActiveState\\,SubState\\,InvocationID\\,NRestarts\\,Result\\,\
-         ExecMainCode\\,ExecMainStatus\\,Job --system -- {unit}"
-    )
 }
