@@ -59,6 +59,8 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
             status_via: settings.status_via,
             jobs: 1,
             settle: std::time::Duration::ZERO,
+            // A report of the units as they are, pending jobs included.
+            await_unit_jobs: false,
         },
         Box::new(ProcessRunner),
     );

@@ -21,6 +21,9 @@ pub fn arguments(unit: &str, invocation: Option<&str>) -> Vec<String> {
         "--no-pager".to_owned(),
         "--quiet".to_owned(),
         "--output=cat".to_owned(),
+        // Lines with control characters in full, not as "[blob data]":
+        // they are escaped when shown.
+        "--all".to_owned(),
         format!("--lines={MAX_LINES}"),
         format!("_SYSTEMD_UNIT={unit}"),
     ];

@@ -44,6 +44,10 @@ pub struct SystemdConfig {
     pub jobs: usize,
     /// How long a started unit must stay up for its start to count.
     pub settle: Duration,
+    /// A status waits for a job pending for its unit, whoever queued it
+    /// (a run's reads must see the state after it); `host status` only
+    /// reports, and does not.
+    pub await_unit_jobs: bool,
 }
 
 /// How `status` reads a unit's state.
@@ -68,11 +72,12 @@ impl Guarded<SystemdBackend> {
             jobs: config.jobs,
             settle: config.settle,
         };
-        let backend = SystemdBackend::new(
+        let mut backend = SystemdBackend::new(
             Systemctl::new(config.systemctl, runner),
             config.status_via,
             config.timeout,
         );
+        backend.await_unit_jobs = config.await_unit_jobs;
         Guarded::over(backend, guard)
     }
 }
@@ -102,6 +107,8 @@ pub struct SystemdBackend {
     /// Why systemd is asked with systemctl, when it is.
     status_note: Option<String>,
     timeout: Duration,
+    /// See [`SystemdConfig::await_unit_jobs`].
+    await_unit_jobs: bool,
 }
 
 /// systemd's error answer over D-Bus.
@@ -128,6 +135,7 @@ impl SystemdBackend {
             unit_watch: None,
             status_note,
             timeout,
+            await_unit_jobs: true,
         }
     }
 
@@ -507,7 +515,8 @@ impl Backend for SystemdBackend {
         let mut over_dbus = self.status_over_dbus(unit, time, files_changed_too)?;
         // A job systemd queued for the unit (another unit's dependency)
         // is waited for: the state after it is the one that counts.
-        if let Some(path) = over_dbus.as_ref().and_then(|(a, _)| a.job.0.clone()) {
+        let pending_job = over_dbus.as_ref().and_then(|(a, _)| a.job.0.clone());
+        if let Some(path) = pending_job.filter(|_| self.await_unit_jobs) {
             self.wait_for_unit_job(&path, time)?;
             over_dbus = self.status_over_dbus(unit, time, files_changed_too)?;
         }
@@ -532,7 +541,7 @@ impl Backend for SystemdBackend {
         // whose job is pending: asked once more only then.
         let mangled = mangle(unit.as_str()).unwrap_or_else(|| unit.to_string());
         if matches!(active.word, "activating" | "deactivating" | "reloading") {
-            if !via_dbus {
+            if !via_dbus && self.await_unit_jobs {
                 let pending = self
                     .show_liveness(&mangled, time)
                     .is_ok_and(|l| l.job_pending);
@@ -715,6 +724,9 @@ impl Backend for SystemdBackend {
     }
 
     fn journal(&mut self, unit: &str, invocation: Option<&str>, time: &Budget) -> Vec<Untrusted> {
+        // journald may not have written what the unit said just before it
+        // died: `--sync` returns once it has.
+        let _ = self.systemctl.journalctl(&["--sync"], time);
         let args = super::journal::arguments(unit, invocation);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         match self.systemctl.journalctl(&args, time) {
@@ -847,6 +859,7 @@ mod tests {
                 status_via: StatusVia::Systemctl,
                 jobs: 1,
                 settle: Duration::ZERO,
+                await_unit_jobs: true,
             },
             Box::new(runner.clone()),
         )
@@ -1225,6 +1238,7 @@ mod tests {
                 status_via: StatusVia::Systemctl,
                 jobs: 1,
                 settle: Duration::ZERO,
+                await_unit_jobs: true,
             },
             Box::new(runner.clone()),
         );

@@ -89,6 +89,7 @@ impl<'a> Session<'a> {
                 status_via: settings.status_via,
                 jobs: settings.jobs,
                 settle: settings.settle,
+                await_unit_jobs: true,
             },
             Box::new(ProcessRunner),
         ));
