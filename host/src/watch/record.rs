@@ -3,15 +3,27 @@
 //! `subscriptions.json` beside `versions.json` in the root-only state
 //! directory. Written atomically; a damaged record refuses the run, naming
 //! the file and the way out, as `versions.json` does.
+//!
+//! The record has a bound of its own: a reference (guest text, up to 4,096
+//! bytes) is kept under its own text up to [`MAX_KEY_LEN`] bytes, and a
+//! longer one under the SHA-256 of its text ([`key`]), so that a policy's
+//! 10,000 references never make the file, or the host's copy of it, more
+//! than a few MB.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 
 use super::Fingerprint;
 use crate::state_file;
+use crate::text::hex;
+
+/// The longest reference kept under its own text.
+pub const MAX_KEY_LEN: usize = 256;
 
 /// The file's name in the state directory.
 pub const FILE_NAME: &str = "subscriptions.json";
@@ -68,7 +80,7 @@ impl Records {
             .subscriptions
             .get(policy)?
             .get(service)?
-            .get(reference)
+            .get(key(reference).as_ref())
     }
 
     /// Records `fingerprint` for `reference` of `service` in `policy`.
@@ -79,11 +91,11 @@ impl Records {
             .or_default()
             .entry(service.to_owned())
             .or_default()
-            .insert(reference.to_owned(), fingerprint);
+            .insert(key(reference).into_owned(), fingerprint);
     }
 
     /// Forgets what `policy` no longer subscribes to: every (service,
-    /// reference) not in `current`.
+    /// [`key`] of a reference) not in `current`.
     pub fn keep_only(&mut self, policy: &str, current: &BTreeSet<(String, String)>) {
         let Some(services) = self.record.subscriptions.get_mut(policy) else {
             return;
@@ -108,6 +120,20 @@ impl Records {
     /// Writes the record atomically (0600), synced with its directory.
     pub fn save(&self) -> anyhow::Result<()> {
         state_file::write(&self.path, &self.record)
+    }
+}
+
+/// What `reference` is recorded under: its own text up to [`MAX_KEY_LEN`]
+/// bytes, else `sha256:` and the SHA-256 of its text (no reference the host
+/// watches starts so: they are `file#` and `package#`).
+pub fn key(reference: &str) -> Cow<'_, str> {
+    if reference.len() <= MAX_KEY_LEN {
+        Cow::Borrowed(reference)
+    } else {
+        Cow::Owned(format!(
+            "sha256:{}",
+            hex(&Sha256::digest(reference.as_bytes()))
+        ))
     }
 }
 
@@ -149,6 +175,32 @@ mod tests {
         assert!(records
             .get("p.wasm", "proxy", "file#/etc/httpd.conf")
             .is_none());
+    }
+
+    #[test]
+    fn a_long_reference_is_kept_as_the_digest_of_its_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut records = Records::open(dir.path()).unwrap();
+        let short = format!("file#/etc/{}", "a".repeat(MAX_KEY_LEN - 10));
+        let long = format!("file#/etc/{}", "a".repeat(4000));
+        let other = format!("file#/etc/{}b", "a".repeat(3999));
+        records.set("p.wasm", "web", &short, print(1));
+        records.set("p.wasm", "web", &long, print(2));
+        records.save().unwrap();
+        let text = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+        assert!(text.contains(&short), "{text}");
+        assert!(!text.contains(&long[..MAX_KEY_LEN + 1]), "{text}");
+        assert!(text.contains("\"sha256:"), "{text}");
+        assert!(text.len() < 1024, "{text}");
+
+        let mut records = Records::open(dir.path()).unwrap();
+        assert_eq!(records.get("p.wasm", "web", &short), Some(&print(1)));
+        assert_eq!(records.get("p.wasm", "web", &long), Some(&print(2)));
+        assert_eq!(records.get("p.wasm", "web", &other), None);
+        let current = BTreeSet::from([("web".to_owned(), key(&long).into_owned())]);
+        records.keep_only("p.wasm", &current);
+        assert_eq!(records.get("p.wasm", "web", &short), None);
+        assert_eq!(records.get("p.wasm", "web", &long), Some(&print(2)));
     }
 
     #[test]

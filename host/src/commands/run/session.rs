@@ -16,7 +16,7 @@ use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{Provider, SystemdConfig, SystemdProvider};
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
 use crate::runtime::PolicyRuntime;
-use crate::text::{millis, Untrusted};
+use crate::text::millis;
 use crate::watch::record::{self, Records};
 use crate::watch::survey::{Sources, Survey};
 use crate::watch::{dpkg, Budget, Caps};
@@ -223,12 +223,12 @@ fn run_one(
         settings,
     } = policy;
     let mut survey = Survey::default();
-    let mut declaration_error = None;
     let watch = |declared: Result<Vec<crate::contract::Subscription>, String>, deadline| {
         // A declaration that cannot be built: `run` reports it.
         let Ok(declared) = declared else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
+        // Moved, not copied: the host holds one copy of the references.
         let declared: Vec<(String, Vec<String>)> = declared
             .into_iter()
             .map(|s| (s.resource, s.references))
@@ -238,17 +238,14 @@ fn run_one(
             dpkg_status: Path::new(dpkg::STATUS_FILE),
         };
         watching.budget.set_deadline(deadline);
-        match Survey::take(
+        survey = Survey::take(
             &admitted.name,
-            &declared,
+            declared,
             &watching.records,
             &sources,
             &mut watching.budget,
-        ) {
-            Ok(taken) => survey = taken,
-            Err(e) => declaration_error = Some(e),
-        }
-        told_to_guest(&survey)
+        )?;
+        Ok(told_to_guest(&survey))
     };
     let run = runtime.run(&compiled, options, provider, watch)?;
     let mut provider = run.provider;
@@ -265,13 +262,14 @@ fn run_one(
         status_reader,
         status_note,
     };
-    let outcome = GuestOutcome::new(
+    let mut outcome = GuestOutcome::new(
         run.outcome,
         &calls,
         plan.args.noop,
         plan.settings.limits.report_bytes,
     );
-    let mut report = RunReport::new(RunRecord {
+    outcome.watch(&survey);
+    let report = RunReport::new(RunRecord {
         policy: admitted.name,
         source: admitted.source,
         settings_source: settings.map(|doc| doc.admitted.source.clone()),
@@ -287,10 +285,6 @@ fn run_one(
         log: run.log,
         duration: started.elapsed(),
     });
-    if let Some(error) = declaration_error {
-        report.fail(Untrusted::new(format!("subscriptions: {}", error.as_raw())));
-    }
-    annotate(&survey, &mut report.resources);
     if !plan.args.noop {
         let resources = &report.resources;
         survey.record(&report.policy, &mut watching.records, |resource| {
@@ -315,35 +309,6 @@ fn told_to_guest(survey: &Survey) -> Vec<crate::contract::Watched> {
         })
         .filter(|w| !w.changed.is_empty() || !w.errors.is_empty())
         .collect()
-}
-
-/// Adds to each resource what the host found of its watched references,
-/// and which of them triggered it: those that changed, when the resource
-/// was restarted this run (or, found stopped, started: what a triggered
-/// subscription does then), or would have been in a noop run.
-fn annotate(survey: &Survey, resources: &mut [crate::guest::ResourceEvent]) {
-    for resource in resources {
-        let Some(watch) = survey.of(&resource.resource) else {
-            continue;
-        };
-        resource.watched = watch.references.clone();
-        let triggered = resource
-            .actions
-            .iter()
-            .any(|a| *a == "restarted" || *a == "started");
-        if triggered {
-            resource.triggered_by = watch
-                .changed()
-                .filter_map(|w| match &w.seen {
-                    crate::watch::survey::Seen::Changed { change } => Some(crate::guest::Trigger {
-                        reference: w.reference.clone(),
-                        change: change.to_string(),
-                    }),
-                    _ => None,
-                })
-                .collect();
-        }
-    }
 }
 
 /// What the host remembers of the subscriptions' files and packages, and
