@@ -152,6 +152,10 @@ pub struct GuestRun {
     pub log: String,
     /// The provider, with the record of every operation it carried out.
     pub provider: Box<dyn Provider>,
+    /// What the policy was told of its subscriptions (`watch`'s answer),
+    /// handed back: whoever lent its references to the guest takes them
+    /// back rather than holding a copy.
+    pub watched: Vec<contract::Watched>,
 }
 
 /// A policy compiled and linked, ready to be instantiated for each run.
@@ -297,6 +301,7 @@ impl PolicyRuntime {
             outcome,
             log: log.contents(),
             provider: state.provider,
+            watched: options.watched,
         })
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::record::{self, Records};
+use super::record::{Key, Records};
 use super::reference::{Look, Reader};
 use super::{Budget, Change, Fingerprint, WatchPaths};
 use crate::service_name::CheckedName;
@@ -46,6 +46,10 @@ pub struct Watched {
     pub reference: String,
     #[serde(flatten)]
     pub seen: Seen,
+    /// What it is recorded under (kept apart: the reference's text may be
+    /// lent to the guest while the policy runs).
+    #[serde(skip)]
+    key: Key,
     /// What it looks like now, recorded if the apply succeeds.
     #[serde(skip)]
     fingerprint: Option<Fingerprint>,
@@ -56,8 +60,10 @@ impl Watched {
     /// what reports make of a survey.
     #[cfg(test)]
     pub(crate) fn seen(reference: impl Into<String>, seen: Seen) -> Self {
+        let reference = reference.into();
         Self {
-            reference: reference.into(),
+            key: Key::of(&reference),
+            reference,
             seen,
             fingerprint: None,
         }
@@ -83,6 +89,29 @@ impl ServiceWatch {
         self.references
             .iter()
             .filter(|w| matches!(w.seen, Seen::Changed { .. }))
+    }
+
+    /// Takes the text of the references that changed out of the survey,
+    /// in order, to be handed to the guest and then back
+    /// ([`ServiceWatch::give_back`]): lent rather than copied, so that the
+    /// host never holds two copies of what a policy declared.
+    pub fn lend_changed(&mut self) -> Vec<String> {
+        self.references
+            .iter_mut()
+            .filter(|w| matches!(w.seen, Seen::Changed { .. }))
+            .map(|w| std::mem::take(&mut w.reference))
+            .collect()
+    }
+
+    /// Puts back, in order, what [`ServiceWatch::lend_changed`] took.
+    pub fn give_back(&mut self, changed: Vec<String>) {
+        let lent = self
+            .references
+            .iter_mut()
+            .filter(|w| matches!(w.seen, Seen::Changed { .. }));
+        for (watched, reference) in lent.zip(changed) {
+            watched.reference = reference;
+        }
     }
 
     /// Why references could not be read.
@@ -141,9 +170,10 @@ impl Survey {
                     }
                     Look::Read(now) => now,
                 };
+                let key = Key::of(&reference);
                 let (seen, fingerprint) = match now {
                     Err(e) => (Seen::Unreadable { error: e.0 }, None),
-                    Ok(now) => match records.get(policy, &service, &reference) {
+                    Ok(now) => match records.get(policy, &service, &key) {
                         None => (Seen::Recorded, Some(now)),
                         Some(old) => match now.change_from(old) {
                             None => (Seen::Unchanged, Some(now)),
@@ -154,6 +184,7 @@ impl Survey {
                 watched.push(Watched {
                     reference,
                     seen,
+                    key,
                     fingerprint,
                 });
             }
@@ -184,22 +215,14 @@ impl Survey {
         for service in &self.services {
             let ok = succeeded(&service.resource);
             for watched in &service.references {
-                current.insert((
-                    service.service.clone(),
-                    record::key(&watched.reference).into_owned(),
-                ));
+                current.insert((service.service.clone(), watched.key.clone()));
                 let keep = match watched.seen {
                     Seen::Recorded => true,
                     Seen::Changed { .. } => ok,
                     Seen::Unchanged | Seen::Unreadable { .. } => false,
                 };
                 if let (true, Some(fingerprint)) = (keep, &watched.fingerprint) {
-                    records.set(
-                        policy,
-                        &service.service,
-                        &watched.reference,
-                        fingerprint.clone(),
-                    );
+                    records.set(policy, &service.service, &watched.key, fingerprint.clone());
                 }
             }
         }
@@ -341,6 +364,38 @@ mod tests {
     }
 
     #[test]
+    fn changed_references_are_lent_and_given_back_in_order() {
+        let mut m = Machine::new();
+        let conf = m.conf();
+        let other = format!("file#{}/etc/other.conf", m.dir.path().display());
+        std::fs::write(&conf["file#".len()..], "a").unwrap();
+        let refs: &[&str] = &[&conf, &other];
+        m.survey(&[("service#web", refs)])
+            .record("p.wasm", &mut m.records, |_| true);
+        std::fs::write(&conf["file#".len()..], "b").unwrap();
+        let mut survey = m.survey(&[("service#web", refs)]);
+        let web = &mut survey.services[0];
+        let lent = web.lend_changed();
+        assert_eq!(lent, std::slice::from_ref(&conf));
+        assert_eq!(web.references[0].reference, "", "taken, not copied");
+        web.give_back(lent);
+        assert_eq!(web.references[0].reference, conf);
+        assert_eq!(web.references[1].reference, other);
+        // Recorded under its key even while lent.
+        let lent = survey.services[0].lend_changed();
+        survey.record("p.wasm", &mut m.records, |_| true);
+        survey.services[0].give_back(lent);
+        let survey = m.survey(&[("service#web", refs)]);
+        assert_eq!(
+            states(&survey),
+            [
+                ("web".into(), Seen::Unchanged),
+                ("web".into(), Seen::Unchanged)
+            ]
+        );
+    }
+
+    #[test]
     fn unreadable_references_fail_only_their_service() {
         let m = Machine::new();
         let fifo = m.dir.path().join("etc/pipe");
@@ -393,7 +448,7 @@ mod tests {
         survey.record("p.wasm", &mut m.records, |_| true);
         for reference in refs {
             assert_eq!(
-                m.records.get("p.wasm", "web", reference),
+                m.records.get("p.wasm", "web", &Key::of(reference)),
                 None,
                 "{reference}"
             );

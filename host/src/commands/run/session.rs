@@ -245,9 +245,10 @@ fn run_one(
             &sources,
             &mut watching.budget,
         )?;
-        Ok(told_to_guest(&survey))
+        Ok(lend_to_guest(&mut survey))
     };
     let run = runtime.run(&compiled, options, provider, watch)?;
+    give_back(&mut survey, run.watched);
     let mut provider = run.provider;
     if let Err(failure) = &run.outcome {
         tracing::error!(policy = %admitted.origin, class = failure.class, "policy failed: {}", failure.message);
@@ -297,18 +298,31 @@ fn run_one(
 }
 
 /// What the policy is told of its subscriptions: per service, the
-/// references that changed and why others could not be read.
-fn told_to_guest(survey: &Survey) -> Vec<crate::contract::Watched> {
+/// references that changed and why others could not be read. The changed
+/// references are lent, not copied ([`give_back`]): a policy may declare
+/// 10,000 of 4,096 bytes each.
+fn lend_to_guest(survey: &mut Survey) -> Vec<crate::contract::Watched> {
     survey
         .services
-        .iter()
+        .iter_mut()
         .map(|service| crate::contract::Watched {
             resource: service.resource.clone(),
-            changed: service.changed().map(|w| w.reference.clone()).collect(),
+            changed: service.lend_changed(),
             errors: service.errors().map(str::to_owned).collect(),
         })
         .filter(|w| !w.changed.is_empty() || !w.errors.is_empty())
         .collect()
+}
+
+/// Takes back the references [`lend_to_guest`] lent: `told` is in the
+/// survey's order, less the services with nothing to tell.
+fn give_back(survey: &mut Survey, told: Vec<crate::contract::Watched>) {
+    let mut services = survey.services.iter_mut();
+    for told in told {
+        if let Some(service) = services.find(|s| s.resource == told.resource) {
+            service.give_back(told.changed);
+        }
+    }
 }
 
 /// What the host remembers of the subscriptions' files and packages, and
