@@ -374,6 +374,7 @@ fn ten_thousand_references_of_four_thousand_bytes_keep_report_record_and_memory_
     // The record: the long references kept as digests.
     let record = m.state.join("subscriptions.json");
     let size = fs::metadata(&record).unwrap().len();
+    eprintln!("subscriptions.json: {size} bytes");
     assert!(size < 3 * MIB, "subscriptions.json is {size} bytes");
 
     // Unchanged, as JSON: within the report limit, every state counted.
