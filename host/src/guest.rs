@@ -18,7 +18,7 @@
 //!
 //! The references of a policy's subscriptions are its text too: what the
 //! host found of them joins the events within the same limit
-//! ([`subscriptions`]).
+//! (`guest/subscriptions.rs`).
 //!
 //! What comes out holds no contract type, so the `report` module only renders.
 
@@ -160,7 +160,7 @@ impl GuestOutcome {
 
     /// Adds to each event what `survey` found of its service's
     /// subscriptions, within what is left of the report limit
-    /// ([`subscriptions`]).
+    /// (`guest/subscriptions.rs`).
     pub fn watch(&mut self, survey: &Survey) {
         self.room = subscriptions::annotate(&mut self.resources, survey, self.room);
     }

@@ -13,7 +13,7 @@
 //! A reference the host does not watch (a path outside `watch_paths`, a
 //! type other than `file#` and `package#`) is never read and is no error: a
 //! warning on its service's event, and it fires only on `--refresh`
-//! ([`reference`]).
+//! ([`mod@reference`]).
 
 pub mod dpkg;
 pub mod files;
