@@ -49,7 +49,8 @@ impl RunOptions {
     }
 
     /// Says that a reference `service` subscribes to could not be read,
-    /// and why: the service then fails, and nothing is done to it.
+    /// and why: the service is applied as usual (that reference triggers
+    /// nothing), then its event fails with this error.
     pub fn with_unreadable(mut self, service: &str, error: impl Into<String>) -> Self {
         self.watch_of(service).errors.push(error.into());
         self
@@ -131,6 +132,11 @@ pub fn apply(policy: &Policy, provider: &mut dyn Provider, options: &RunOptions)
         .into_iter()
         .map(|mut a| {
             a.finish(provider);
+            let watched = options
+                .watched
+                .iter()
+                .find(|w| w.resource == a.event.resource);
+            fail_unreadable(&mut a.event, watched);
             a.event
         })
         .collect();
@@ -304,13 +310,6 @@ impl<'a> Applying<'a> {
         };
         let event = &mut applying.event;
 
-        // A subscribed file or package the host could not read: the service
-        // fails, and nothing is done to it (its trigger cannot be known).
-        if let Some(watched) = watched.filter(|w| !w.errors.is_empty()) {
-            event.failed = true;
-            event.errors.extend(watched.errors.iter().cloned());
-            return applying;
-        }
         let status = match provider.status(&service.name) {
             Ok(status) => status,
             Err(e) => {
@@ -498,6 +497,17 @@ fn failed_call(event: &mut Event, action: Action, service: &ValidService, e: &Pr
         service.name,
         e.message()
     ));
+}
+
+/// A subscribed file or package the host could not read fails the event,
+/// once the service was applied like any other (with no trigger from that
+/// reference): a subscription never keeps a service from its `ensure` and
+/// `enable`, and the failure makes the host retry the reference next run.
+fn fail_unreadable(event: &mut Event, watched: Option<&Watched>) {
+    if let Some(watched) = watched.filter(|w| !w.errors.is_empty()) {
+        event.failed = true;
+        event.errors.extend(watched.errors.iter().cloned());
+    }
 }
 
 fn fail(event: &mut Event, error: String) {

@@ -16,6 +16,10 @@
 //! In a noop run nothing executes: the "would have" claims are the policy's,
 //! and each event says so (`source: "policy"`).
 //!
+//! The references of a policy's subscriptions are its text too: what the
+//! host found of them joins the events within the same limit
+//! (`guest/subscriptions.rs`).
+//!
 //! What comes out holds no contract type, so the `report` module only renders.
 
 use std::collections::BTreeMap;
@@ -27,6 +31,11 @@ use crate::provider::{Call, CallRecord, Outcome, UnitState};
 use crate::runtime::RunFailure;
 use crate::service_name::{quote, CheckedName};
 use crate::text::{truncate, Untrusted, TRUNCATED};
+use crate::watch::survey::Survey;
+
+mod subscriptions;
+
+pub use subscriptions::{Counts, Trigger, WatchReport};
 
 /// The longest single string (a message, a resource name) kept from a guest.
 const MAX_GUEST_STRING: usize = 4096;
@@ -88,28 +97,17 @@ pub struct ResourceEvent {
     #[serde(rename = "final")]
     pub final_state: Option<Final>,
     pub source: Source,
-    /// The `file#` and `package#` references the service subscribes to, and
-    /// what the host found of each before the run (recorded, unchanged,
-    /// changed, unreadable).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub watched: Vec<crate::watch::survey::Watched>,
-    /// The watched references whose change triggered the service's restart
-    /// (or, when it was stopped, its start), and how each changed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub triggered_by: Vec<Trigger>,
+    /// What the host found of the service's subscriptions: the references
+    /// it watches, what triggered the service, warnings for the references
+    /// it does not watch, and counts (`watched`, `triggered_by`,
+    /// `warnings`, `reference_counts` in the event's JSON).
+    #[serde(flatten)]
+    pub watch: WatchReport,
     /// For a start, restart or settle window of this service that failed:
     /// the last lines the unit wrote to the journal, as the host read them
     /// (the unit's text, escaped when shown; never the policy's).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub journal: Vec<Untrusted>,
-}
-
-/// A watched reference that triggered a service, and how it changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Trigger {
-    pub reference: String,
-    /// As an operator reads it: `changed`, `appeared`, `version 1.0 -> 2.0`.
-    pub change: String,
 }
 
 /// What the host takes from one run of a guest.
@@ -121,6 +119,9 @@ pub struct GuestOutcome {
     pub errors: Vec<Untrusted>,
     /// Why the policy did not finish: a limit, a trap (panic, stack overflow).
     pub failure: Option<RunFailure>,
+    /// What is left of `--report-limit` for the rest of the guest's text
+    /// (its subscriptions' references).
+    room: usize,
 }
 
 impl GuestOutcome {
@@ -133,10 +134,10 @@ impl GuestOutcome {
         noop: bool,
         max_bytes: usize,
     ) -> Self {
-        let (claimed, mut errors, failure, cut) = match outcome {
+        let (claimed, mut errors, failure, cut, used) = match outcome {
             Ok(report) => {
-                let (events, errors, cut) = bounded_report(report, max_bytes);
-                (events, errors, None, cut)
+                let (events, errors, cut, used) = bounded_report(report, max_bytes);
+                (events, errors, None, cut, used)
             }
             Err(mut failure) => {
                 failure.message = Untrusted::new(truncate(
@@ -144,7 +145,8 @@ impl GuestOutcome {
                     MAX_GUEST_STRING.min(max_bytes),
                     TRUNCATED,
                 ));
-                (Vec::new(), Vec::new(), Some(failure), false)
+                let used = failure.message.len();
+                (Vec::new(), Vec::new(), Some(failure), false, used)
             }
         };
         let resources = if noop {
@@ -157,7 +159,15 @@ impl GuestOutcome {
             resources,
             errors,
             failure,
+            room: max_bytes.saturating_sub(used),
         }
+    }
+
+    /// Adds to each event what `survey` found of its service's
+    /// subscriptions, within what is left of the report limit
+    /// (`guest/subscriptions.rs`).
+    pub fn watch(&mut self, survey: &Survey) {
+        self.room = subscriptions::annotate(&mut self.resources, survey, self.room);
     }
 }
 
@@ -374,8 +384,7 @@ fn reconcile(
             requested: None,
             final_state: host.last_state.get(&name).copied().map(Final::from),
             source: Source::Host,
-            watched: Vec::new(),
-            triggered_by: Vec::new(),
+            watch: WatchReport::default(),
             journal: host
                 .failed
                 .remove(&name)
@@ -461,8 +470,7 @@ impl ResourceEvent {
                 enabled: f.enabled,
             }),
             source: Source::Policy,
-            watched: Vec::new(),
-            triggered_by: Vec::new(),
+            watch: WatchReport::default(),
             journal: Vec::new(),
         })
     }
@@ -478,11 +486,11 @@ impl ResourceEvent {
 /// Converts the guest's report, keeping at most `max_bytes` of text: the rest
 /// of the events are dropped, with an error saying so, rather than letting a
 /// guest make the host build an enormous report. The flag says whether
-/// anything was dropped.
+/// anything was dropped; the count is the bytes of text kept.
 fn bounded_report(
     report: contract::Report,
     max_bytes: usize,
-) -> (Vec<ResourceEvent>, Vec<Untrusted>, bool) {
+) -> (Vec<ResourceEvent>, Vec<Untrusted>, bool, usize) {
     let total = report.events.len();
     let mut used = 0;
     let mut events = Vec::new();
@@ -517,7 +525,7 @@ fn bounded_report(
         }
         errors.push(bounded(message, MAX_GUEST_STRING));
     }
-    (events, errors, cut)
+    (events, errors, cut, used.min(max_bytes))
 }
 
 #[cfg(test)]

@@ -944,10 +944,11 @@ fn an_edited_configuration_restarts_its_subscriber_on_a_plain_run() {
     assert_eq!(m.run(manifest, &args).code, 2);
     assert_ne!(m.sandbox.main_pid("demo-app"), restarted);
 
-    // A FIFO, and a path outside watch_paths: that service fails, naming
-    // why, and the other still converges.
+    // A FIFO: demo-app is started all the same, then fails, naming why; a
+    // path outside watch_paths is only a warning; the other converges.
     let out = m.sandbox.exec(&["mkfifo", "/etc/demo/pipe"]);
     assert!(out.status.success());
+    m.sandbox.systemctl_ok(&["stop", "--", "demo-app"]);
     m.sandbox.systemctl_ok(&["stop", "--", "demo-other"]);
     let manifest = "
 - service:
@@ -958,12 +959,47 @@ fn an_edited_configuration_restarts_its_subscriber_on_a_plain_run() {
         ensure: running
 ";
     let run = m.run(manifest, &args);
-    assert_eq!(run.code & 4, 4, "{run:?}");
+    assert_eq!(run.code, 6, "changes and a failure: {run:?}");
     let report = run.report();
-    let errors = resource(&report, "service#demo-app")["errors"].to_string();
+    let app = resource(&report, "service#demo-app");
+    let errors = app["errors"].to_string();
     assert!(errors.contains("/etc/demo/pipe is a FIFO"), "{errors}");
-    assert!(errors.contains("outside watch_paths"), "{errors}");
+    assert!(!errors.contains("outside watch_paths"), "{errors}");
+    assert_eq!(app["actions"], serde_json::json!(["started"]), "{report:#}");
+    let warnings = app["warnings"].to_string();
+    assert!(
+        warnings.contains("file#/root/.profile is outside watch_paths"),
+        "{warnings}"
+    );
+    assert_eq!(m.sandbox.is_active("demo-app"), "active");
     assert_eq!(m.sandbox.is_active("demo-other"), "active");
+
+    // Outside watch_paths alone: converged, with the warning, and
+    // --refresh restarts it, as the design says.
+    let manifest = "
+- service:
+    - demo-app:
+        ensure: running
+        subscribe: [file#/root/.profile]
+";
+    let run = m.run(manifest, &args);
+    assert_eq!(run.code, 0, "{run:?}");
+    let before = m.sandbox.main_pid("demo-app");
+    let run = m.run(
+        manifest,
+        &[
+            "--json",
+            "--detailed-exitcodes",
+            "--refresh",
+            "file#/root/.profile",
+        ],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(
+        resource(&run.report(), "service#demo-app")["actions"],
+        serde_json::json!(["restarted"])
+    );
+    assert_ne!(m.sandbox.main_pid("demo-app"), before, "restarted");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::text::{lines, one_line, Untrusted};
+use crate::text::{lines, one_line, truncate, Untrusted};
 
 use super::{Report, RunReport};
 use crate::guest::ResourceEvent;
@@ -192,6 +192,9 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
                 style.dim(&format!("journal: {line}"))
             );
         }
+        if !quiet {
+            warnings(out, r, style);
+        }
     }
     for e in &run.errors {
         let _ = writeln!(out, "{}", style.red(&format!("error: {e}")));
@@ -276,28 +279,38 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
     }
     // Why it restarted (`file#/etc/app.conf changed`), or why a watched
     // reference did nothing yet (first seen: recorded).
-    let because = if r.triggered_by.is_empty() {
+    let watch = &r.watch;
+    let because = if watch.triggered_by.is_empty() {
         String::new()
     } else {
-        let causes: Vec<String> = r
+        let shown: Vec<String> = watch
             .triggered_by
             .iter()
-            .map(|t| one_line(&format!("{} {}", t.reference, t.change)).into_owned())
+            .take(LISTED)
+            .map(|t| format!("{} {}", reference(&t.reference), one_line(&t.change)))
             .collect();
-        format!(" ({})", causes.join(", "))
+        let changed = watch.counts.as_ref().map_or(0, |c| c.changed);
+        format!(" ({})", listed(shown, changed))
     };
-    let recorded: Vec<String> = r
+    let recorded: Vec<&str> = watch
         .watched
         .iter()
         .filter(|w| w.seen == crate::watch::survey::Seen::Recorded)
-        .map(|w| one_line(&w.reference).into_owned())
+        .map(|w| w.reference.as_str())
         .collect();
-    let recorded = if recorded.is_empty() {
+    let all_recorded = watch.counts.as_ref().map_or(0, |c| c.recorded);
+    let recorded = if all_recorded == 0 {
         String::new()
-    } else {
+    } else if all_recorded <= LISTED && recorded.len() == all_recorded {
+        let names: Vec<String> = recorded.iter().map(|r| reference(r)).collect();
         format!(
             " ({} first seen: recorded, nothing to restart)",
-            recorded.join(", ")
+            names.join(", ")
+        )
+    } else {
+        format!(
+            " ({} references first seen: recorded, nothing to restart)",
+            thousands(all_recorded)
         )
     };
     // Said only where nothing happened: that is when an operator asks why.
@@ -308,5 +321,176 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
         style.dim(&format!("unchanged{recorded}"))
     } else {
         style.green(&format!("{}{because}", r.actions.join(", ")))
+    }
+}
+
+/// How many references, triggers or warnings a line names before it counts
+/// the rest: a policy may declare 10,000 references, and the JSON report
+/// holds every one the report limit allows.
+const LISTED: usize = 3;
+
+/// The longest reference the human report shows whole.
+const SHOWN_REFERENCE: usize = 200;
+
+/// A reference as one safe line, cut to [`SHOWN_REFERENCE`] bytes.
+fn reference(text: &str) -> String {
+    let shown: String = text.chars().take(SHOWN_REFERENCE + 1).collect();
+    truncate(one_line(&shown).into_owned(), SHOWN_REFERENCE, "...")
+}
+
+/// `shown` joined, and, when `total` is more, how many more there are.
+fn listed(shown: Vec<String>, total: usize) -> String {
+    let more = total.saturating_sub(shown.len());
+    let mut text = shown.join(", ");
+    if more > 0 {
+        text.push_str(&format!(" and {} more", thousands(more)));
+    }
+    text
+}
+
+/// The warnings of `r`'s event, under its line: the references the host
+/// does not watch, at most [`LISTED`], then how many more.
+fn warnings(out: &mut String, r: &ResourceEvent, style: Style) {
+    let watch = &r.watch;
+    for warning in watch.warnings.iter().take(LISTED) {
+        let shown: String = warning.as_raw().chars().take(2 * SHOWN_REFERENCE).collect();
+        let shown = truncate(one_line(&shown).into_owned(), 2 * SHOWN_REFERENCE, "...");
+        let _ = writeln!(out, "    {}", style.yellow(&format!("warning: {shown}")));
+    }
+    let all = watch.counts.as_ref().map_or(0, |c| c.not_watched);
+    let more = all.saturating_sub(watch.warnings.len().min(LISTED));
+    if more > 0 {
+        let _ = writeln!(
+            out,
+            "    {}",
+            style.yellow(&format!(
+                "warning: {} more references not watched; they fire only on --refresh",
+                thousands(more)
+            ))
+        );
+    }
+}
+
+/// `n` with a comma between groups of three digits: `10,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::{Counts, Source, Trigger, WatchReport};
+    use crate::watch::survey::{Seen, Watched};
+
+    fn event(actions: Vec<&'static str>, watch: WatchReport) -> ResourceEvent {
+        ResourceEvent {
+            resource: "service#web".into(),
+            changed: !actions.is_empty(),
+            refreshed: false,
+            noop: false,
+            noop_message: None,
+            actions,
+            failed: false,
+            errors: Vec::new(),
+            requested: None,
+            final_state: None,
+            source: Source::Host,
+            watch,
+        }
+    }
+
+    const PLAIN: Style = Style { color: false };
+
+    #[test]
+    fn a_few_first_seen_references_are_named() {
+        let watch = WatchReport {
+            watched: vec![Watched::seen("file#/etc/a.conf", Seen::Recorded)],
+            counts: Some(Counts {
+                recorded: 1,
+                ..Counts::default()
+            }),
+            ..WatchReport::default()
+        };
+        assert_eq!(
+            describe(&event(Vec::new(), watch), PLAIN),
+            "unchanged (file#/etc/a.conf first seen: recorded, nothing to restart)"
+        );
+    }
+
+    #[test]
+    fn many_references_are_counted_not_listed() {
+        let long = format!("file#/etc/{}", "a".repeat(4_000));
+        let watch = WatchReport {
+            watched: vec![Watched::seen(long.clone(), Seen::Recorded); 250],
+            triggered_by: vec![
+                Trigger {
+                    reference: long.clone(),
+                    change: "changed".into()
+                };
+                250
+            ],
+            counts: Some(Counts {
+                recorded: 10_000,
+                changed: 10_000,
+                left_out: 9_750,
+                ..Counts::default()
+            }),
+            ..WatchReport::default()
+        };
+        let unchanged = describe(&event(Vec::new(), watch.clone()), PLAIN);
+        assert_eq!(
+            unchanged,
+            "unchanged (10,000 references first seen: recorded, nothing to restart)"
+        );
+        let restarted = describe(&event(vec!["restarted"], watch), PLAIN);
+        assert!(
+            restarted.ends_with(" changed and 9,997 more)"),
+            "{restarted}"
+        );
+        assert!(restarted.len() < 1_000, "{}", restarted.len());
+    }
+
+    #[test]
+    fn warnings_go_under_the_event_line_and_the_rest_are_counted() {
+        let watch = WatchReport {
+            warnings: (0..250)
+                .map(|i| {
+                    Untrusted::new(format!(
+                        "foo#{i}\x1b[2J is not a file# or package# reference: not watched; it fires only on --refresh"
+                    ))
+                })
+                .collect(),
+            counts: Some(Counts {
+                not_watched: 10_000,
+                ..Counts::default()
+            }),
+            ..WatchReport::default()
+        };
+        let mut out = String::new();
+        warnings(&mut out, &event(Vec::new(), watch), PLAIN);
+        assert_eq!(
+            out,
+            "    warning: foo#0\\x1b[2J is not a file# or package# reference: not watched; it fires only on --refresh\n\
+             \x20   warning: foo#1\\x1b[2J is not a file# or package# reference: not watched; it fires only on --refresh\n\
+             \x20   warning: foo#2\\x1b[2J is not a file# or package# reference: not watched; it fires only on --refresh\n\
+             \x20   warning: 9,997 more references not watched; they fire only on --refresh\n"
+        );
+    }
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(10_000), "10,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

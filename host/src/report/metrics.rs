@@ -94,6 +94,7 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         .filter(|e| e.actions.contains(&"restarted"))
     {
         let causes: Vec<&str> = event
+            .watch
             .triggered_by
             .iter()
             .filter_map(|t| t.reference.split_once('#').map(|(kind, _)| kind))
@@ -177,11 +178,7 @@ mod tests {
                 status_reader: "systemctl",
                 status_note: None,
             },
-            outcome: GuestOutcome {
-                resources: Vec::new(),
-                errors: Vec::new(),
-                failure: None,
-            },
+            outcome: GuestOutcome::default(),
             calls: Vec::new(),
             log: String::new(),
             duration: Duration::ZERO,
@@ -268,7 +265,7 @@ mod tests {
 
     #[test]
     fn restarts_are_counted_by_what_triggered_them() {
-        use crate::guest::{ResourceEvent, Source, Trigger};
+        use crate::guest::{ResourceEvent, Source, Trigger, WatchReport};
         let event = |name: &str, actions: Vec<&'static str>, triggers: &[&str]| ResourceEvent {
             resource: format!("service#{name}"),
             changed: !actions.is_empty(),
@@ -281,14 +278,16 @@ mod tests {
             requested: None,
             final_state: None,
             source: Source::Host,
-            watched: Vec::new(),
-            triggered_by: triggers
-                .iter()
-                .map(|r| Trigger {
-                    reference: r.to_string(),
-                    change: "changed".into(),
-                })
-                .collect(),
+            watch: WatchReport {
+                triggered_by: triggers
+                    .iter()
+                    .map(|r| Trigger {
+                        reference: r.to_string(),
+                        change: "changed".into(),
+                    })
+                    .collect(),
+                ..WatchReport::default()
+            },
             journal: Vec::new(),
         };
         let mut report = run("web.wasm", source("/p.wasm", "sha256:aa", false), None);

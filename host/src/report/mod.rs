@@ -151,6 +151,7 @@ impl RunReport {
             resources,
             errors,
             failure,
+            ..
         } = record.outcome;
         let changed = resources.iter().filter(|r| r.changed).count();
         let failed = resources.iter().filter(|r| r.failed).count();
@@ -182,13 +183,6 @@ impl RunReport {
 }
 
 impl RunReport {
-    /// Fails the run as a whole with `error` (the policy's declaration of
-    /// its subscriptions was refused, ...).
-    pub fn fail(&mut self, error: Untrusted) {
-        self.errors.push(error);
-        self.summary.success = false;
-    }
-
     /// Adds what followed the policy's own calls as the run's last policy:
     /// the provider's closing calls (the one daemon-reload), whether they
     /// failed, and the time they took.

@@ -111,7 +111,8 @@ impl service_provider::Host for HostState {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RunFailure {
     /// `cpu-time-limit`, `memory-limit`, `call-budget`, `wall-clock-limit`,
-    /// `stack-overflow`, `trap` or `instantiation`.
+    /// `stack-overflow`, `trap`, `instantiation`, or `subscriptions` (a
+    /// declaration the host refused: the policy was not run).
     pub class: &'static str,
     /// Why, as wasmtime or the limit says it; a trap's message may carry
     /// the guest's own words, so it is shown escaped.
@@ -151,6 +152,10 @@ pub struct GuestRun {
     pub log: String,
     /// The provider, with the record of every operation it carried out.
     pub provider: Box<dyn Provider>,
+    /// What the policy was told of its subscriptions (`watch`'s answer),
+    /// handed back: whoever lent its references to the guest takes them
+    /// back rather than holding a copy.
+    pub watched: Vec<contract::Watched>,
 }
 
 /// A policy compiled and linked, ready to be instantiated for each run.
@@ -226,7 +231,8 @@ impl PolicyRuntime {
     /// Runs `component` once, in a fresh store, against `provider`: it
     /// declares its subscriptions (no provider call answers then), `watch`
     /// looks at them (before the run's deadline, which it is given) and says
-    /// what changed, and the policy runs with that.
+    /// what changed, and the policy runs with that. A declaration `watch`
+    /// refuses fails the run (class `subscriptions`): `run` is not called.
     pub fn run(
         &self,
         policy: &LoadedPolicy,
@@ -235,7 +241,7 @@ impl PolicyRuntime {
         watch: impl FnOnce(
             Result<Vec<contract::Subscription>, String>,
             Instant,
-        ) -> Vec<contract::Watched>,
+        ) -> Result<Vec<contract::Watched>, crate::text::Untrusted>,
     ) -> anyhow::Result<GuestRun> {
         let log = GuestLog::new(self.limits.log_bytes);
         let clock = RunClock(Instant::now());
@@ -282,7 +288,10 @@ impl PolicyRuntime {
                 .call_subscriptions(&mut store, options.settings.as_deref())
                 .map_err(|e| RunFailure::classify(&e, "trap"))?;
             store.data_mut().declaring = false;
-            options.watched = watch(declared, deadline);
+            options.watched = watch(declared, deadline).map_err(|why| RunFailure {
+                class: "subscriptions",
+                message: crate::text::Untrusted::new(format!("subscriptions: {}", why.as_raw())),
+            })?;
             policy
                 .call_run(&mut store, &options)
                 .map_err(|e| RunFailure::classify(&e, "trap"))
@@ -292,6 +301,7 @@ impl PolicyRuntime {
             outcome,
             log: log.contents(),
             provider: state.provider,
+            watched: options.watched,
         })
     }
 }

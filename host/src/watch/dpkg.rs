@@ -41,20 +41,17 @@ pub struct Database {
 }
 
 impl Database {
-    /// Reads `path` (normally [`STATUS_FILE`]). A machine without it has no
-    /// dpkg: that is an error for each `package#` reference, naming it.
-    pub fn read(path: &Path, budget: &mut Budget) -> Result<Self, WatchError> {
+    /// Reads `path` (normally [`STATUS_FILE`]). `None` when it is missing:
+    /// a machine without dpkg, where `package#` references are not watched
+    /// (they fire only on `--refresh`); one that cannot be read is an error
+    /// for each `package#` reference.
+    pub fn read(path: &Path, budget: &mut Budget) -> Result<Option<Self>, WatchError> {
         let fail = |why: String| WatchError(format!("package#: {}: {why}", path.display()));
-        let file = std::fs::File::open(path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                WatchError(format!(
-                    "package#: this machine has no dpkg database ({} is missing), so package references cannot be watched",
-                    path.display()
-                ))
-            } else {
-                fail(e.to_string())
-            }
-        })?;
+        let file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(fail(e.to_string())),
+        };
         let mut text = String::new();
         file.take(MAX_STATUS_BYTES + 1)
             .read_to_string(&mut text)
@@ -63,9 +60,9 @@ impl Database {
             return Err(fail(format!("larger than {MAX_STATUS_BYTES} bytes")));
         }
         budget.read("package#", text.len() as u64, 0)?;
-        Ok(Self {
+        Ok(Some(Self {
             packages: parse(&text),
-        })
+        }))
     }
 
     /// The fingerprint of `package#NAME` or `package#NAME:ARCH`.
@@ -169,7 +166,9 @@ Version: 3.0
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("status");
         std::fs::write(&path, text).unwrap();
-        Database::read(&path, &mut Budget::new(Caps::DEFAULT, None)).unwrap()
+        Database::read(&path, &mut Budget::new(Caps::DEFAULT, None))
+            .unwrap()
+            .unwrap()
     }
 
     #[test]
@@ -221,13 +220,12 @@ Version: 3.0
     }
 
     #[test]
-    fn a_machine_without_dpkg_says_so() {
-        let error = Database::read(
+    fn a_machine_without_dpkg_has_no_database() {
+        let database = Database::read(
             Path::new("/nonexistent/dpkg/status"),
             &mut Budget::new(Caps::DEFAULT, None),
         )
-        .unwrap_err()
-        .0;
-        assert!(error.contains("no dpkg database"), "{error}");
+        .unwrap();
+        assert!(database.is_none());
     }
 }

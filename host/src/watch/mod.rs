@@ -9,11 +9,17 @@
 //! device is an error naming it, never opened), sizes and entry counts
 //! capped per reference and per run, and the run's deadline kept. The guest
 //! learns only whether its references changed, never what they hold.
+//!
+//! A reference the host does not watch (a path outside `watch_paths`, a
+//! type other than `file#` and `package#`) is never read and is no error: a
+//! warning on its service's event, and it fires only on `--refresh`
+//! ([`mod@reference`]).
 
 pub mod dpkg;
 pub mod files;
 pub mod paths;
 pub mod record;
+pub mod reference;
 pub mod survey;
 
 use std::fmt;

@@ -1,10 +1,9 @@
-//! Which paths a `file#` reference may name: absolute, without `..`, below
-//! one of the `watch_paths`, and never below `/proc`, `/sys`, `/dev` or
-//! `/run`, whatever `watch_paths` says.
+//! Which paths of `file#` references the host watches: absolute, without
+//! `..`, below one of the `watch_paths`, and never below `/proc`, `/sys`,
+//! `/dev` or `/run`, whatever `watch_paths` says. Any other path is not
+//! watched (its subscription fires only on `--refresh`), and never read.
 
 use std::path::{Component, Path, PathBuf};
-
-use super::WatchError;
 
 /// Never read, whatever `watch_paths` says: the kernel's and systemd's
 /// runtime trees, where a read can block, has effects, or reveals secrets.
@@ -22,7 +21,7 @@ impl WatchPaths {
     pub fn new(prefixes: &[String]) -> Result<Self, String> {
         let prefixes = prefixes
             .iter()
-            .map(|p| normalise(p).map_err(|why| format!("watch path {p:?}: {why}")))
+            .map(|p| normalise(p).map_err(|why| format!("watch path {p:?} {why}")))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { prefixes })
     }
@@ -33,19 +32,17 @@ impl WatchPaths {
             && self.prefixes.iter().any(|prefix| path.starts_with(prefix))
     }
 
-    /// The path of reference `file#PATH`, normalised, when it may be read.
-    pub fn check(&self, path: &str) -> Result<PathBuf, WatchError> {
-        let normal = normalise(path).map_err(|why| WatchError(format!("file#{path}: {why}")))?;
+    /// The path of reference `file#PATH`, normalised, when the host watches
+    /// it; otherwise why not, as words that follow the reference
+    /// (`is outside watch_paths (/etc)`). A path not watched is no error:
+    /// its subscription fires only on `--refresh`.
+    pub fn check(&self, path: &str) -> Result<PathBuf, String> {
+        let normal = normalise(path)?;
         if let Some(never) = NEVER_READ.iter().find(|n| normal.starts_with(n)) {
-            return Err(WatchError(format!(
-                "file#{path}: {never} is never read by the host"
-            )));
+            return Err(format!("is below {never}, which the host never reads"));
         }
         if !self.allows(&normal) {
-            return Err(WatchError(format!(
-                "file#{path}: outside watch_paths ({}); add its directory to watch_paths in host.toml or give --watch-path",
-                self.describe()
-            )));
+            return Err(format!("is outside watch_paths ({})", self.describe()));
         }
         Ok(normal)
     }
@@ -60,18 +57,19 @@ impl WatchPaths {
 }
 
 /// `path` as an absolute path of normal components (`//` and `.` dropped);
-/// `..` and relative paths are refused.
-fn normalise(path: &str) -> Result<PathBuf, &'static str> {
+/// `..` and relative paths are refused, saying why as words that follow the
+/// path.
+fn normalise(path: &str) -> Result<PathBuf, String> {
     if !path.starts_with('/') {
-        return Err("not an absolute path");
+        return Err("is not an absolute path".to_owned());
     }
     let mut normal = PathBuf::from("/");
     for component in Path::new(path).components() {
         match component {
             Component::RootDir | Component::CurDir => {}
             Component::Normal(part) => normal.push(part),
-            Component::ParentDir => return Err("`..` is not allowed"),
-            Component::Prefix(_) => return Err("not an absolute path"),
+            Component::ParentDir => return Err("contains `..`, which is not allowed".to_owned()),
+            Component::Prefix(_) => return Err("is not an absolute path".to_owned()),
         }
     }
     Ok(normal)
@@ -103,11 +101,11 @@ mod tests {
     }
 
     #[test]
-    fn relative_parent_and_outside_paths_are_refused_naming_why() {
+    fn relative_parent_and_outside_paths_are_not_watched_saying_why() {
         let watch = default();
-        let error = |p: &str| watch.check(p).unwrap_err().0;
+        let error = |p: &str| watch.check(p).unwrap_err();
         assert!(error("etc/x").contains("not an absolute path"));
-        assert!(error("/etc/../root/.ssh/id_rsa").contains("`..` is not allowed"));
+        assert!(error("/etc/../root/.ssh/id_rsa").contains("contains `..`"));
         assert!(error("/root/secret").contains("outside watch_paths (/etc, /opt, /srv, /usr)"));
         assert!(
             error("/etcetera/x").contains("outside watch_paths"),
@@ -127,7 +125,10 @@ mod tests {
             "/proc",
         ] {
             assert!(
-                watch.check(never).unwrap_err().0.contains("is never read"),
+                watch
+                    .check(never)
+                    .unwrap_err()
+                    .contains("the host never reads"),
                 "{never}"
             );
         }

@@ -16,7 +16,7 @@ use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{Provider, SystemdConfig, SystemdProvider};
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
 use crate::runtime::PolicyRuntime;
-use crate::text::{millis, Untrusted};
+use crate::text::millis;
 use crate::watch::record::{self, Records};
 use crate::watch::survey::{Sources, Survey};
 use crate::watch::{dpkg, Budget, Caps};
@@ -225,12 +225,12 @@ fn run_one(
         settings,
     } = policy;
     let mut survey = Survey::default();
-    let mut declaration_error = None;
     let watch = |declared: Result<Vec<crate::contract::Subscription>, String>, deadline| {
         // A declaration that cannot be built: `run` reports it.
         let Ok(declared) = declared else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
+        // Moved, not copied: the host holds one copy of the references.
         let declared: Vec<(String, Vec<String>)> = declared
             .into_iter()
             .map(|s| (s.resource, s.references))
@@ -240,19 +240,17 @@ fn run_one(
             dpkg_status: Path::new(dpkg::STATUS_FILE),
         };
         watching.budget.set_deadline(deadline);
-        match Survey::take(
+        survey = Survey::take(
             &admitted.name,
-            &declared,
+            declared,
             &watching.records,
             &sources,
             &mut watching.budget,
-        ) {
-            Ok(taken) => survey = taken,
-            Err(e) => declaration_error = Some(e),
-        }
-        told_to_guest(&survey)
+        )?;
+        Ok(lend_to_guest(&mut survey))
     };
     let run = runtime.run(&compiled, options, provider, watch)?;
+    give_back(&mut survey, run.watched);
     let mut provider = run.provider;
     if let Err(failure) = &run.outcome {
         tracing::error!(policy = %admitted.origin, class = failure.class, "policy failed: {}", failure.message);
@@ -267,13 +265,14 @@ fn run_one(
         status_reader,
         status_note,
     };
-    let outcome = GuestOutcome::new(
+    let mut outcome = GuestOutcome::new(
         run.outcome,
         &calls,
         plan.args.noop,
         plan.settings.limits.report_bytes,
     );
-    let mut report = RunReport::new(RunRecord {
+    outcome.watch(&survey);
+    let report = RunReport::new(RunRecord {
         policy: admitted.name,
         source: admitted.source,
         settings_source: settings.map(|doc| doc.admitted.source.clone()),
@@ -289,10 +288,6 @@ fn run_one(
         log: run.log,
         duration: started.elapsed(),
     });
-    if let Some(error) = declaration_error {
-        report.fail(Untrusted::new(format!("subscriptions: {}", error.as_raw())));
-    }
-    annotate(&survey, &mut report.resources);
     if !plan.args.noop {
         let resources = &report.resources;
         survey.record(&report.policy, &mut watching.records, |resource| {
@@ -305,45 +300,29 @@ fn run_one(
 }
 
 /// What the policy is told of its subscriptions: per service, the
-/// references that changed and why others could not be read.
-fn told_to_guest(survey: &Survey) -> Vec<crate::contract::Watched> {
+/// references that changed and why others could not be read. The changed
+/// references are lent, not copied ([`give_back`]): a policy may declare
+/// 10,000 of 4,096 bytes each.
+fn lend_to_guest(survey: &mut Survey) -> Vec<crate::contract::Watched> {
     survey
         .services
-        .iter()
+        .iter_mut()
         .map(|service| crate::contract::Watched {
             resource: service.resource.clone(),
-            changed: service.changed().map(|w| w.reference.clone()).collect(),
+            changed: service.lend_changed(),
             errors: service.errors().map(str::to_owned).collect(),
         })
         .filter(|w| !w.changed.is_empty() || !w.errors.is_empty())
         .collect()
 }
 
-/// Adds to each resource what the host found of its watched references,
-/// and which of them triggered it: those that changed, when the resource
-/// was restarted this run (or, found stopped, started: what a triggered
-/// subscription does then), or would have been in a noop run.
-fn annotate(survey: &Survey, resources: &mut [crate::guest::ResourceEvent]) {
-    for resource in resources {
-        let Some(watch) = survey.of(&resource.resource) else {
-            continue;
-        };
-        resource.watched = watch.references.clone();
-        let triggered = resource
-            .actions
-            .iter()
-            .any(|a| *a == "restarted" || *a == "started");
-        if triggered {
-            resource.triggered_by = watch
-                .changed()
-                .filter_map(|w| match &w.seen {
-                    crate::watch::survey::Seen::Changed { change } => Some(crate::guest::Trigger {
-                        reference: w.reference.clone(),
-                        change: change.to_string(),
-                    }),
-                    _ => None,
-                })
-                .collect();
+/// Takes back the references [`lend_to_guest`] lent: `told` is in the
+/// survey's order, less the services with nothing to tell.
+fn give_back(survey: &mut Survey, told: Vec<crate::contract::Watched>) {
+    let mut services = survey.services.iter_mut();
+    for told in told {
+        if let Some(service) = services.find(|s| s.resource == told.resource) {
+            service.give_back(told.changed);
         }
     }
 }

@@ -216,12 +216,15 @@ fn a_watched_change_triggers_only_its_service() {
     );
 }
 
-/// A reference the host could not read fails its service before anything
-/// is asked of it; the other services apply.
+/// A reference the host could not read never keeps its service from its
+/// desired state: the service is applied as usual (started here, the
+/// unreadable reference triggering nothing), then its event fails with the
+/// host's reason, so that the host retries it next run. The other services
+/// apply.
 #[test]
-fn an_unreadable_watched_reference_fails_its_service_only() {
+fn an_unreadable_watched_reference_fails_its_service_after_applying_it() {
     let policy = Policy::new()
-        .service(Service::new("web").subscribe("file#/etc/pipe"))
+        .service(Service::new("web").enable(true).subscribe("file#/etc/pipe"))
         .service(Service::new("db"));
     let mut system = SimulatedSystem::new()
         .with_unit("web", UnitState::stopped())
@@ -229,9 +232,47 @@ fn an_unreadable_watched_reference_fails_its_service_only() {
     let options = RunOptions::default()
         .with_unreadable("web", "file#/etc/pipe: /etc/pipe is a FIFO; only regular files, directories and symbolic links are read");
     let report = apply(&policy, &mut system, &options);
+    let web = &report.events[0];
+    assert!(web.failed);
+    assert_eq!(web.actions, [Action::Started, Action::Enabled]);
+    assert_eq!(web.errors.len(), 1, "{:?}", web.errors);
+    assert!(web.errors[0].contains("is a FIFO"));
+    assert!(!report.events[1].failed);
+    system.assert_calls(&[
+        "status web",
+        "start web",
+        "enable web",
+        "status web",
+        "status db",
+        "start db",
+        "status db",
+    ]);
+
+    // Running already: nothing to do, no restart from the unreadable
+    // reference, and still failed.
+    let mut system = SimulatedSystem::new().with_unit("web", UnitState::running());
+    let report = apply(
+        &one(Service::new("web").subscribe("file#/etc/pipe")),
+        &mut system,
+        &RunOptions::default().with_unreadable("web", "file#/etc/pipe: is a FIFO"),
+    );
+    system.assert_no_mutating_calls();
     assert!(report.events[0].failed);
-    assert!(report.events[0].errors[0].contains("is a FIFO"));
-    system.assert_calls(&["status db", "start db", "status db"]);
+    assert!(report.events[0].actions.is_empty());
+
+    // In noop mode too, what would be done is told, and the event fails.
+    let mut system = SimulatedSystem::new().with_unit("web", UnitState::stopped());
+    let report = apply(
+        &one(Service::new("web").subscribe("file#/etc/pipe")),
+        &mut system,
+        &RunOptions::noop().with_unreadable("web", "file#/etc/pipe: is a FIFO"),
+    );
+    system.assert_no_mutating_calls();
+    assert!(report.events[0].failed);
+    assert_eq!(
+        report.events[0].noop_message.as_deref(),
+        Some("Would have started")
+    );
 }
 
 #[test]
