@@ -238,13 +238,16 @@ fn an_unreadable_watched_reference_fails_its_service_after_applying_it() {
     assert_eq!(web.errors.len(), 1, "{:?}", web.errors);
     assert!(web.errors[0].contains("is a FIFO"));
     assert!(!report.events[1].failed);
+    // Started units are finished (settle window, phase two, verification)
+    // after every service was begun.
     system.assert_calls(&[
         "status web",
         "start web",
-        "enable web",
-        "status web",
         "status db",
         "start db",
+        "status web",
+        "enable web",
+        "status web",
         "status db",
     ]);
 

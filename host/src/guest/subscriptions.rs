@@ -182,6 +182,7 @@ mod tests {
             final_state: None,
             source: Source::Host,
             watch: WatchReport::default(),
+            journal: Vec::new(),
         }
     }
 

@@ -404,6 +404,7 @@ mod tests {
             final_state: None,
             source: Source::Host,
             watch,
+            journal: Vec::new(),
         }
     }
 

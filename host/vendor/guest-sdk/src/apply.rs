@@ -471,11 +471,12 @@ fn verify(event: &mut Event, service: &ValidService, after: Result<ServiceStatus
 /// cut systemd's wait short, and hide the loop).
 fn crash_loop(service: &ValidService, restarting: &crate::provider::Restarting) -> String {
     let times = match restarting.restarts {
-        1 => "once".to_owned(),
-        n => format!("{n} times"),
+        0 => "its main process ended and systemd restarts it".to_owned(),
+        1 => "restarted once by systemd since start".to_owned(),
+        n => format!("restarted {n} times by systemd since start"),
     };
     format!(
-        "{name} is in a crash loop: restarted {times} by systemd since start; {last}. \
+        "{name} is in a crash loop: {times}; {last}. \
          It was not started: systemd is restarting it itself (Restart=). See \
          journalctl -u {unit}; fix the unit, or ensure it stopped.",
         name = service.name,

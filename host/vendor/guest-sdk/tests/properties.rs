@@ -336,7 +336,10 @@ fn run_and_check(
     // Each service's calls in its order; a started service's second phase
     // waits until the others were begun (the settle window), so the order
     // across services is not the tables'.
-    prop_assert_eq!(per_service(&system.mutating_calls()), per_service(&expected.calls));
+    prop_assert_eq!(
+        per_service(&system.mutating_calls()),
+        per_service(&expected.calls)
+    );
     prop_assert_eq!(actual_events(&report), expected.events);
     prop_assert_eq!(units_of(scenario, system), expected.units);
     check_final_states(scenario, &report)?;

@@ -238,13 +238,16 @@ fn an_unreadable_watched_reference_fails_its_service_after_applying_it() {
     assert_eq!(web.errors.len(), 1, "{:?}", web.errors);
     assert!(web.errors[0].contains("is a FIFO"));
     assert!(!report.events[1].failed);
+    // Started units are finished (settle window, phase two, verification)
+    // after every service was begun.
     system.assert_calls(&[
         "status web",
         "start web",
-        "enable web",
-        "status web",
         "status db",
         "start db",
+        "status web",
+        "enable web",
+        "status web",
         "status db",
     ]);
 
@@ -1236,8 +1239,13 @@ fn a_start_that_did_not_stay_up_fails_and_skips_phase_two() {
 /// by the policy; `ensure: stopped` stops it.
 #[test]
 fn a_crash_loop_is_a_failure_not_a_state_to_start() {
-    let looping = UnitState::crash_looping(3, "Result: exit-code; main process exited with status 3");
-    let (event, system) = run_web(Service::new("web").enable(true), looping, &RunOptions::default());
+    let looping =
+        UnitState::crash_looping(3, "Result: exit-code; main process exited with status 3");
+    let (event, system) = run_web(
+        Service::new("web").enable(true),
+        looping,
+        &RunOptions::default(),
+    );
     system.assert_no_mutating_calls();
     assert!(event.failed && !event.changed, "{event:?}");
     assert_eq!(event.errors.len(), 1);
@@ -1251,7 +1259,11 @@ fn a_crash_loop_is_a_failure_not_a_state_to_start() {
     );
     assert_eq!(event.final_state, Some(final_state(false, false)));
 
-    let (event, system) = run_web(Service::new("web").stopped(), looping, &RunOptions::default());
+    let (event, system) = run_web(
+        Service::new("web").stopped(),
+        looping,
+        &RunOptions::default(),
+    );
     system.assert_mutating_calls(&["stop web"]);
     assert!(event.changed && !event.failed, "{event:?}");
     assert_eq!(event.final_state, Some(final_state(false, false)));
