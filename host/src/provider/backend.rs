@@ -4,7 +4,7 @@
 //! the same for every backend.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::liveness::Liveness;
 use crate::contract::{Operation, ProviderError, ServiceStatus};
@@ -208,11 +208,10 @@ pub trait Backend: Send {
     /// open can go.
     fn unwatch(&mut self) {}
 
-    /// The last lines `unit` (mangled) wrote to the journal, of its run
-    /// `invocation` when known (see [`super::journal`]); none when the
-    /// journal cannot be read.
-    fn journal(&mut self, unit: &str, invocation: Option<&str>, time: &Budget) -> Vec<Untrusted> {
-        let _ = (unit, invocation, time);
+    /// The last lines `unit` (mangled) wrote to the journal since `since`
+    /// (see [`super::journal`]); none when the journal cannot be read.
+    fn journal(&mut self, unit: &str, since: SystemTime, time: &Budget) -> Vec<Untrusted> {
+        let _ = (unit, since, time);
         Vec::new()
     }
 }

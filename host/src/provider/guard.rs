@@ -37,7 +37,7 @@
 //! to the journal, in its record only (never given to a guest).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::backend::{Applied, Backend, Budget, Change, JobId, JobResult};
 use super::liveness::Liveness;
@@ -75,6 +75,9 @@ struct Window {
     ends: Instant,
     /// The unit as the job left it, when the backend could tell.
     baseline: Option<Liveness>,
+    /// When the start was asked for, by the wall clock: the journal's
+    /// lines of the unit from then on are the ones of this start.
+    since: SystemTime,
 }
 
 /// A job queued for this run and not yet ended.
@@ -339,13 +342,13 @@ impl<B: Backend> Guarded<B> {
         let job = self.pending.remove(at);
         let (result, journal) = match result {
             Err(error) if starts(job.change) && !matches!(error, ProviderError::TimedOut(_)) => {
-                let (error, journal) = self.explain(&job.unit, error);
+                let (error, journal) = self.explain(&job.unit, error, job.submitted);
                 (Err(error), journal)
             }
             other => (other, Vec::new()),
         };
         if result.is_ok() && starts(job.change) {
-            self.open_window(&job.unit, job.operation, job.record);
+            self.open_window(&job.unit, job.operation, job.record, job.submitted);
         }
         tracing::debug!(
             operation = job.operation.verb(),
@@ -391,7 +394,7 @@ impl<B: Backend> Guarded<B> {
         let started = Instant::now();
         let (result, journal) = match self.backend.change(change, unit, &self.budget()) {
             Err(error) if starts(change) && !matches!(error, ProviderError::TimedOut(_)) => {
-                let (error, journal) = self.explain(&key, error);
+                let (error, journal) = self.explain(&key, error, started);
                 (Err(error), journal)
             }
             other => (other, Vec::new()),
@@ -407,7 +410,7 @@ impl<B: Backend> Guarded<B> {
         let id = match result? {
             Applied::Done => {
                 if starts(change) {
-                    self.open_window(&key, operation, self.calls.len() - 1);
+                    self.open_window(&key, operation, self.calls.len() - 1, started);
                 }
                 return Ok(Progress::Finished);
             }
@@ -435,7 +438,7 @@ impl<B: Backend> Guarded<B> {
 impl<B: Backend> Guarded<B> {
     /// Opens the settle window of a start or restart of `unit` whose job
     /// just ended well (none when `settle` is zero).
-    fn open_window(&mut self, unit: &str, operation: Operation, record: usize) {
+    fn open_window(&mut self, unit: &str, operation: Operation, record: usize, asked: Instant) {
         if self.guard.settle.is_zero() {
             return;
         }
@@ -449,6 +452,7 @@ impl<B: Backend> Guarded<B> {
             opened,
             ends: opened + self.guard.settle,
             baseline,
+            since: wall_clock(asked),
         });
     }
 
@@ -471,13 +475,13 @@ impl<B: Backend> Guarded<B> {
         if self.windows.is_empty() {
             self.backend.unwatch();
         }
-        let Some((why, invocation)) = verdict else {
+        let Some(why) = verdict else {
             return;
         };
         tracing::debug!(service = window.unit, why, "start did not stay up");
         let journal = self
             .backend
-            .journal(&window.unit, invocation.as_deref(), &self.budget());
+            .journal(&window.unit, window.since, &self.budget());
         let error = ProviderError::CommandFailed(why);
         if let Some(call) = self.calls.get_mut(window.record) {
             call.outcome = Outcome::of(&error);
@@ -496,11 +500,12 @@ impl<B: Backend> Guarded<B> {
     /// Watches the unit of `window` until its end (or an interruption):
     /// the verdict as soon as a change of the unit made it fail; `None`
     /// when it did not (yet).
-    fn watch_window(
-        &mut self,
-        window: &Window,
-        watched: &[String],
-    ) -> Option<(String, Option<String>)> {
+    fn watch_window(&mut self, window: &Window, watched: &[String]) -> Option<String> {
+        // It may have gone down before anything watched it (a daemon that
+        // exits at once): looked at once first.
+        if let Some(verdict) = self.judge(window) {
+            return Some(verdict);
+        }
         loop {
             let now = self.backend.now();
             if now >= window.ends || crate::interrupt::since().is_some() {
@@ -515,17 +520,16 @@ impl<B: Backend> Guarded<B> {
         }
     }
 
-    /// Why the start `window` follows did not count, and the invocation
-    /// the unit is at; `None` when it stayed up so far (or its state could
-    /// not be read: the status that follows says what it is).
-    fn judge(&mut self, window: &Window) -> Option<(String, Option<String>)> {
+    /// Why the start `window` follows did not count; `None` when it stayed
+    /// up so far (or its state could not be read: the status that follows
+    /// says what it is).
+    fn judge(&mut self, window: &Window) -> Option<String> {
         let now = self.backend.liveness(&window.unit, &self.budget()).ok()??;
         if now.active.is_empty() {
             return None;
         }
         let after = self.backend.now().saturating_duration_since(window.opened);
-        let why = now.did_not_stay_up(window.baseline.as_ref(), &window.unit, after)?;
-        Some((why, now.invocation))
+        now.did_not_stay_up(window.baseline.as_ref(), &window.unit, after)
     }
 
     /// Closes every open window, each at its end.
@@ -538,14 +542,17 @@ impl<B: Backend> Guarded<B> {
     /// A failed start or restart of `unit`, explained: systemd's `Result`
     /// and how the main process ended, when the error does not say them,
     /// and the last lines the unit wrote to the journal.
-    fn explain(&mut self, unit: &str, error: ProviderError) -> (ProviderError, Vec<Untrusted>) {
+    fn explain(
+        &mut self,
+        unit: &str,
+        error: ProviderError,
+        asked: Instant,
+    ) -> (ProviderError, Vec<Untrusted>) {
         let budget = self.budget();
         let Ok(Some(now)) = self.backend.liveness(unit, &budget) else {
             return (error, Vec::new());
         };
-        let journal = self
-            .backend
-            .journal(unit, now.invocation.as_deref(), &budget);
+        let journal = self.backend.journal(unit, wall_clock(asked), &budget);
         let last = now.last_exit();
         if last.is_empty() {
             return (error, journal);
@@ -557,6 +564,11 @@ impl<B: Backend> Guarded<B> {
         };
         (error, journal)
     }
+}
+
+/// The wall-clock time of `at` (an instant of the past).
+fn wall_clock(at: Instant) -> SystemTime {
+    SystemTime::now() - Instant::now().saturating_duration_since(at)
 }
 
 /// A start or a restart: a change whose unit must then stay up.

@@ -142,7 +142,7 @@ impl Backend for SettlingBackend {
         self.now = next.unwrap_or(until);
         next.is_some()
     }
-    fn journal(&mut self, unit: &str, _: Option<&str>, _: &Budget) -> Vec<Untrusted> {
+    fn journal(&mut self, unit: &str, _: std::time::SystemTime, _: &Budget) -> Vec<Untrusted> {
         self.log(format!("journal {unit}"));
         vec![Untrusted::new("boom: bad config")]
     }

@@ -5,6 +5,8 @@
 //! [`MAX_LINE_CHARS`] characters. The text is the unit's, so untrusted:
 //! reports escape it like every untrusted string.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use crate::text::{Untrusted, TRUNCATED};
 
 /// The most lines kept.
@@ -12,11 +14,15 @@ pub const MAX_LINES: usize = 5;
 /// The longest line kept, in characters.
 pub const MAX_LINE_CHARS: usize = 200;
 
-/// `journalctl`'s arguments for the last lines `unit` (mangled) wrote:
-/// only its own processes' (`_SYSTEMD_UNIT=`), of its last run when its
-/// `invocation` is known (`_SYSTEMD_INVOCATION_ID=`), message text only.
-pub fn arguments(unit: &str, invocation: Option<&str>) -> Vec<String> {
-    let mut args = vec![
+/// `journalctl`'s arguments for the last lines `unit` (mangled) wrote
+/// since `since` (the start that failed; whole seconds, as journalctl
+/// reads `@` times): only its own processes' (`_SYSTEMD_UNIT=`), message
+/// text only. Not by `_SYSTEMD_INVOCATION_ID`: journald cannot add it to
+/// the lines of a process that died before it read them, exactly the lines
+/// wanted here.
+pub fn arguments(unit: &str, since: SystemTime) -> Vec<String> {
+    let since = since.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    vec![
         "--system".to_owned(),
         "--no-pager".to_owned(),
         "--quiet".to_owned(),
@@ -25,12 +31,9 @@ pub fn arguments(unit: &str, invocation: Option<&str>) -> Vec<String> {
         // they are escaped when shown.
         "--all".to_owned(),
         format!("--lines={MAX_LINES}"),
+        format!("--since=@{since}"),
         format!("_SYSTEMD_UNIT={unit}"),
-    ];
-    if let Some(invocation) = invocation.filter(|i| i.bytes().all(|b| b.is_ascii_hexdigit())) {
-        args.push(format!("_SYSTEMD_INVOCATION_ID={invocation}"));
-    }
-    args
+    ]
 }
 
 /// The lines of `journalctl`'s output, bounded: the last [`MAX_LINES`]
@@ -60,14 +63,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_units_own_lines_of_its_last_run_are_asked_for() {
-        let args = arguments("web.service", Some("0123abcd"));
+    fn only_the_units_own_lines_since_its_start_are_asked_for() {
+        let since = UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_900);
+        let args = arguments("web.service", since);
         assert!(args.contains(&"_SYSTEMD_UNIT=web.service".to_owned()));
-        assert!(args.contains(&"_SYSTEMD_INVOCATION_ID=0123abcd".to_owned()));
+        assert!(args.contains(&"--since=@1700000000".to_owned()));
         assert!(args.contains(&"--lines=5".to_owned()));
-        // Never a match a caller could smuggle in.
-        let odd = arguments("web.service", Some("x _PID=1"));
-        assert!(!odd.iter().any(|a| a.contains("_PID")), "{odd:?}");
     }
 
     #[test]

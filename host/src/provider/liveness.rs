@@ -150,6 +150,13 @@ impl Liveness {
                 self.active, self.sub
             ));
         }
+        if self.is_auto_restarting() {
+            return Some(format!(
+                "{unit} did not stay up: {when} its main process had ended and systemd is \
+                 restarting it (Restart=; {} ({})){last}",
+                self.active, self.sub
+            ));
+        }
         if !self.is_up() {
             return Some(format!(
                 "{unit} did not stay up: {when} it is {} ({}){last}",

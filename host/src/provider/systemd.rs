@@ -10,7 +10,7 @@
 //! makes the run's reloads.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::backend::{locked, Applied, Backend, Budget, Change, JobId, JobResult, Observed};
 use super::dbus::{DbusError, LoadedFiles, SystemdBus, UnitAnswers};
@@ -354,17 +354,31 @@ impl SystemdBackend {
     /// a unit (another unit's dependency, or another client's job), so
     /// that its status is read after it. Over the bus only; a failure to
     /// wait leaves the status to be read as it is.
-    fn wait_for_unit_job(&mut self, path: &str, time: &Budget) -> Result<(), ProviderError> {
+    fn wait_for_unit_job(
+        &mut self,
+        unit: &str,
+        path: &str,
+        time: &Budget,
+    ) -> Result<(), ProviderError> {
         let timeout = time.now("waiting for the unit's job")?;
         let until = Instant::now() + timeout;
+        // Followed first, then asked again: a job that ended before the
+        // subscription was made is no longer the unit's job, and one that
+        // ends after it cannot be missed.
         let followed =
             self.over_dbus(time, "waiting for the unit's job", |dbus, jobs, timeout| {
                 if jobs.is_none() {
                     *jobs = Some(JobWatch::subscribe(dbus, timeout)?);
                 }
-                Ok(jobs.as_mut().expect("just subscribed").follow(path))
+                let watch = jobs.as_mut().expect("just subscribed");
+                let id = watch.follow(path);
+                let still = dbus.unit_job(unit, timeout)?.0.as_deref() == Some(path);
+                if !still {
+                    watch.forget(id);
+                }
+                Ok(still.then_some(id))
             })?;
-        let Some(Ok(id)) = followed else {
+        let Some(Ok(Some(id))) = followed else {
             return Ok(());
         };
         if let (Some(dbus), Some(watch)) = (&self.dbus, &mut self.jobs) {
@@ -517,7 +531,8 @@ impl Backend for SystemdBackend {
         // is waited for: the state after it is the one that counts.
         let pending_job = over_dbus.as_ref().and_then(|(a, _)| a.job.0.clone());
         if let Some(path) = pending_job.filter(|_| self.await_unit_jobs) {
-            self.wait_for_unit_job(&path, time)?;
+            let mangled = mangle(unit.as_str()).unwrap_or_else(|| unit.to_string());
+            self.wait_for_unit_job(&mangled, &path, time)?;
             over_dbus = self.status_over_dbus(unit, time, files_changed_too)?;
         }
         let via_dbus = over_dbus.is_some();
@@ -555,6 +570,16 @@ impl Backend for SystemdBackend {
             }
             if active.word == "activating" {
                 if let Ok(Some(now)) = self.liveness(&mangled, time) {
+                    // The later reading is the one that counts: the unit
+                    // may have left `auto-restart` meanwhile (systemd ran
+                    // it again), and its word and sub-state must agree.
+                    if !now.active.is_empty() && now.active != active.word {
+                        active = read_is_active(&CommandOutput {
+                            code: Some(0),
+                            stdout: format!("{}\n", now.active),
+                            stderr: String::new(),
+                        })?;
+                    }
                     if now.is_auto_restarting() {
                         restarting = Some(Restarting {
                             restarts: now.restarts.unwrap_or(0),
@@ -567,6 +592,13 @@ impl Backend for SystemdBackend {
                 }
             }
         }
+        tracing::debug!(
+            unit = %unit,
+            active = active.word,
+            enabled = enabled.word,
+            restarting = restarting.as_ref().map(|r| r.restarts),
+            "status read"
+        );
         let status = ServiceStatus {
             name: unit.to_string(),
             provider: self.name().to_owned(),
@@ -723,11 +755,11 @@ impl Backend for SystemdBackend {
         self.unit_watch = None;
     }
 
-    fn journal(&mut self, unit: &str, invocation: Option<&str>, time: &Budget) -> Vec<Untrusted> {
+    fn journal(&mut self, unit: &str, since: SystemTime, time: &Budget) -> Vec<Untrusted> {
         // journald may not have written what the unit said just before it
         // died: `--sync` returns once it has.
         let _ = self.systemctl.journalctl(&["--sync"], time);
-        let args = super::journal::arguments(unit, invocation);
+        let args = super::journal::arguments(unit, since);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         match self.systemctl.journalctl(&args, time) {
             Some(output) if output.success() => super::journal::lines(&output.stdout),
@@ -1184,7 +1216,7 @@ mod tests {
         assert!(
             asked.iter().any(|l| l.starts_with("journalctl ")
                 && l.contains("_SYSTEMD_UNIT=web.service")
-                && l.contains("_SYSTEMD_INVOCATION_ID=00ff")),
+                && l.contains("--since=@")),
             "{asked:?}"
         );
     }
