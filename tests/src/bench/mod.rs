@@ -46,6 +46,9 @@ const STANDARD_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 pub(crate) const SCRIPT_LANG_C: &str = "script, LANG=C";
 /// The host with status read by `systemctl` (`--provider systemctl`).
 pub(crate) const HOST_SYSTEMCTL: &str = "host, --provider systemctl";
+/// The host without its settle window (`--settle 0`): a start counts when
+/// its job ended, as before the window existed.
+pub(crate) const HOST_SETTLE_OFF: &str = "host, --settle 0";
 pub(crate) const NATIVE_LOOP: &str = "native loop";
 pub(crate) const NATIVE_LOOP_THREADS: &str = "native loop, 2 reader threads per call";
 pub(crate) const WHAT_IF_BATCHED_NOOP: &str = "what-if: batched, 2 processes";
@@ -868,6 +871,12 @@ impl Bench {
             ("script", spec(script_argv(&script_file, units))),
             (HOST_SYSTEMCTL, spec(forced)),
         ];
+        if converge {
+            let mut settle_off =
+                self.host_argv(&self.manifest_policy, Some(&settings), WARM_CACHE);
+            settle_off.extend(["--settle".into(), "0".into()]);
+            baselines.push((HOST_SETTLE_OFF, spec(settle_off)));
+        }
         if units.len() == REFERENCE_N && !converge {
             let mut clean = vec![
                 "env".to_owned(),
