@@ -152,13 +152,35 @@ fn sigterm_mid_apply_reports_what_was_done_and_exits_in_order() {
             .map(|v| v.as_str().unwrap().to_owned())
             .collect()
     };
-    assert_eq!(list("done"), ["service#flt-a", "service#flt-b"]);
-    // flt-c's start was cut after its grace; its enable, and everything of
-    // flt-d and flt-e, was never made.
+    // A start counts once its unit stayed up: flt-a and flt-b were started
+    // (done), and were to be judged, then enabled, after every service was
+    // begun. The signal came first, so their apply was not completed
+    // either (not reached: their enable). flt-c's start was cut after its
+    // grace; its enable, and everything of flt-d and flt-e, was never made.
+    assert_eq!(list("done"), ["service#flt-a", "service#flt-b"], "{json:#}");
     assert_eq!(
         list("not_reached"),
-        ["service#flt-c", "service#flt-d", "service#flt-e"]
+        [
+            "service#flt-a",
+            "service#flt-b",
+            "service#flt-c",
+            "service#flt-d",
+            "service#flt-e"
+        ]
     );
+    for unit in ["flt-a", "flt-b"] {
+        let event = json["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == format!("service#{unit}"))
+            .unwrap();
+        assert_eq!(
+            event["actions"],
+            serde_json::json!(["started"]),
+            "{event:#}"
+        );
+    }
     assert_eq!(json["summary"]["success"], false);
     // The files say the same, and nothing after the signal was changed.
     let written: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();

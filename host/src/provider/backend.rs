@@ -204,6 +204,14 @@ pub trait Backend: Send {
         false
     }
 
+    /// Whether [`Self::watch_units`] sees changes as they happen (over
+    /// D-Bus), rather than only waiting: a window is then looked at once
+    /// before it is watched, so a unit that went down before the watch is
+    /// judged at once.
+    fn watches_units(&self) -> bool {
+        false
+    }
+
     /// No unit is watched any more: whatever [`Self::watch_units`] holds
     /// open can go.
     fn unwatch(&mut self) {}

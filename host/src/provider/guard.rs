@@ -502,9 +502,12 @@ impl<B: Backend> Guarded<B> {
     /// when it did not (yet).
     fn watch_window(&mut self, window: &Window, watched: &[String]) -> Option<String> {
         // It may have gone down before anything watched it (a daemon that
-        // exits at once): looked at once first.
-        if let Some(verdict) = self.judge(window) {
-            return Some(verdict);
+        // exits at once): looked at once first, when changes are watched
+        // (with systemctl, one look at the end is all there is).
+        if self.backend.watches_units() {
+            if let Some(verdict) = self.judge(window) {
+                return Some(verdict);
+            }
         }
         loop {
             let now = self.backend.now();

@@ -123,6 +123,9 @@ impl Backend for SettlingBackend {
     fn now(&self) -> Instant {
         self.now
     }
+    fn watches_units(&self) -> bool {
+        true
+    }
     fn liveness_at_start(&mut self, unit: &str, _: &Budget) -> Option<Liveness> {
         Some(self.state(unit))
     }

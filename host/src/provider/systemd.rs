@@ -751,6 +751,10 @@ impl Backend for SystemdBackend {
         }
     }
 
+    fn watches_units(&self) -> bool {
+        self.dbus.is_some()
+    }
+
     fn unwatch(&mut self) {
         self.unit_watch = None;
     }

@@ -872,8 +872,7 @@ impl Bench {
             (HOST_SYSTEMCTL, spec(forced)),
         ];
         if converge {
-            let mut settle_off =
-                self.host_argv(&self.manifest_policy, Some(&settings), WARM_CACHE);
+            let mut settle_off = self.host_argv(&self.manifest_policy, Some(&settings), WARM_CACHE);
             settle_off.extend(["--settle".into(), "0".into()]);
             baselines.push((HOST_SETTLE_OFF, spec(settle_off)));
         }
