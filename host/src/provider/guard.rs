@@ -510,6 +510,9 @@ impl<B: Backend> Guarded<B> {
             }
         }
         loop {
+            // Jobs of other units that ended meanwhile open their windows
+            // now, not when their status comes: windows run side by side.
+            self.take_ended_jobs();
             let now = self.backend.now();
             if now >= window.ends || crate::interrupt::since().is_some() {
                 return None;
@@ -533,6 +536,17 @@ impl<B: Backend> Guarded<B> {
         }
         let after = self.backend.now().saturating_duration_since(window.opened);
         now.did_not_stay_up(window.baseline.as_ref(), &window.unit, after)
+    }
+
+    /// Completes the jobs that already ended, without waiting.
+    fn take_ended_jobs(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let ids: Vec<JobId> = self.pending.iter().map(|j| j.id).collect();
+        for (id, result) in self.backend.wait_jobs(&ids, Instant::now()) {
+            self.job_ended(id, result);
+        }
     }
 
     /// Closes every open window, each at its end.

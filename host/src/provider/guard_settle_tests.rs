@@ -28,6 +28,11 @@ struct Seen {
 
 struct SettlingBackend {
     now: Instant,
+    /// Starts are queued jobs (systemd's job engine), each ending this
+    /// long after its submission (per unit; 0 when not given).
+    queue: Option<HashMap<String, Duration>>,
+    /// Queued jobs and when each ends.
+    jobs: Vec<(JobId, Instant)>,
     fates: HashMap<String, Fate>,
     started: HashMap<String, Instant>,
     seen: Arc<Mutex<Seen>>,
@@ -115,7 +120,34 @@ impl Backend for SettlingBackend {
     ) -> Result<Applied, ProviderError> {
         self.log(format!("{} {unit}", change.verb()));
         self.started.insert(job_key(unit), self.now);
-        Ok(Applied::Done)
+        let Some(delays) = &self.queue else {
+            return Ok(Applied::Done);
+        };
+        let delay = delays.get(unit.as_str()).copied().unwrap_or_default();
+        let id = JobId(self.jobs.len() as u64 + 100);
+        self.jobs.push((id, self.now + delay));
+        Ok(Applied::Queued(id))
+    }
+    /// The jobs of `jobs` that ended by now; when none has, the clock
+    /// moves to the next end before `until` (or to `until`).
+    fn wait_jobs(&mut self, jobs: &[JobId], until: Instant) -> Vec<(JobId, JobResult)> {
+        let ours = |(id, _): &&(JobId, Instant)| jobs.contains(id);
+        if !self
+            .jobs
+            .iter()
+            .filter(ours)
+            .any(|(_, end)| *end <= self.now)
+        {
+            let next = self.jobs.iter().filter(ours).map(|(_, end)| *end).min();
+            self.now = next.map_or(until, |end| end.min(until)).max(self.now);
+        }
+        let now = self.now;
+        let (ended, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.jobs)
+            .into_iter()
+            .partition(|(id, end)| jobs.contains(id) && *end <= now);
+        self.jobs = kept;
+        // Its unit started when its job ended.
+        ended.into_iter().map(|(id, _)| (id, Ok(()))).collect()
     }
     fn daemon_reload(&mut self, _: &Budget) -> Result<(), ProviderError> {
         Ok(())
@@ -161,6 +193,8 @@ fn guarded(
     let start = Instant::now();
     let backend = SettlingBackend {
         now: start,
+        queue: None,
+        jobs: Vec::new(),
         fates: fates
             .iter()
             .map(|(u, f)| (format!("{u}.service"), *f))
@@ -264,6 +298,39 @@ fn windows_of_units_started_side_by_side_run_side_by_side() {
         elapsed(&p, t0),
         SETTLE,
         "one window for four starts, not four"
+    );
+}
+
+/// Queued side by side (jobs in parallel): a job that ended while another
+/// unit's window was being watched opens its own window then, not when its
+/// status comes, so the run pays about one window, not one per unit.
+#[test]
+fn windows_of_queued_starts_open_when_their_jobs_end() {
+    let (mut p, _, t0) = guarded(SETTLE, &[]);
+    p.guard.jobs = 64;
+    // a's job ends at once, the others' 0.2 s later: while a's window is
+    // watched.
+    let ends = [("a", 0), ("b", 200), ("c", 200), ("d", 200)];
+    p.backend.queue = Some(
+        ends.iter()
+            .map(|(u, ms)| ((*u).to_owned(), Duration::from_millis(*ms)))
+            .collect(),
+    );
+    for (unit, _) in ends {
+        assert_eq!(p.mutate(Operation::Start, unit).unwrap(), Progress::Queued);
+    }
+    for (unit, _) in ends {
+        let status = p.status(unit).unwrap();
+        assert!(
+            status.job.as_ref().is_some_and(|j| j.error.is_none()),
+            "{status:?}"
+        );
+    }
+    let took = elapsed(&p, t0);
+    let bound = Duration::from_millis(200) + SETTLE + WAIT_SLICE;
+    assert!(
+        took <= bound,
+        "four queued starts took {took:?}, more than one window after the last job ({bound:?})"
     );
 }
 
