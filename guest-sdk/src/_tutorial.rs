@@ -38,10 +38,22 @@
 //!   [`stopped`](crate::Service::stopped): the running state;
 //! - [`enable(true)`](crate::Service::enable) or `enable(false)`: start at boot or
 //!   not; without it the boot configuration is left alone;
-//! - [`subscribe("type#name")`](crate::Service::subscribe): restart the service
-//!   when that resource changed: `service#X` when service `X` changed
-//!   earlier in the same run (declare `X` first), anything else when the
-//!   operator says so with `host run --refresh type#name`.
+//! - [`subscribe("type#name")`](crate::Service::subscribe): restart the
+//!   service when that resource changed:
+//!   - `service#X` when service `X` changed earlier in the same run
+//!     (declare `X` first);
+//!   - `file#PATH` (a file, or everything below a directory) and
+//!     `package#NAME` when the host finds them changed since the service's
+//!     last successful run: a plain `host run` restarts the service, no
+//!     flag needed. The host reads files only below its `watch_paths`
+//!     (`/etc`, `/opt`, `/srv` and `/usr` unless configured otherwise) and
+//!     packages from dpkg's status file; the first run only records what it
+//!     found;
+//!   - any other reference (another type, or a path outside `watch_paths`)
+//!     is not watched: the service's event carries a warning saying so, and
+//!     the reference fires only when the operator names it with
+//!     `host run --refresh type#name` (which marks any reference as
+//!     changed).
 //!
 //! Services are applied in the order they are added, each in two phases
 //! (running state, then enabled state), and only what differs is changed.
@@ -136,7 +148,15 @@
 //! guest_sdk::run(web_host, &mut system, &RunOptions::default()).assert_no_changes();
 //! system.assert_calls(&["status postgresql", "status nginx", "status telnet.socket"]);
 //!
-//! // The operator changed nginx's configuration: `host run --refresh file#...`.
+//! // nginx's configuration was edited: the next `host run` sees the change
+//! // and tells the policy, which restarts nginx (`with_changed` simulates it).
+//! system.clear_calls();
+//! let options = RunOptions::default().with_changed("nginx", NGINX_CONFIG);
+//! let report = guest_sdk::run(web_host, &mut system, &options);
+//! system.assert_mutating_calls(&["restart nginx"]);
+//! assert!(report.event("service#nginx").unwrap().refreshed);
+//!
+//! // The operator can also name a reference: `host run --refresh file#...`.
 //! system.clear_calls();
 //! let options = RunOptions::default().with_refreshed(NGINX_CONFIG);
 //! let report = guest_sdk::run(web_host, &mut system, &options);
@@ -319,8 +339,8 @@
 //!
 //! ```sh
 //! host run web_policy.wasm --noop          # what would change: "Would have started, would have enabled"
-//! host run web_policy.wasm                 # converge; a second run changes nothing
-//! host run web_policy.wasm --refresh file#/etc/nginx/nginx.conf   # after a config change: restart nginx
+//! host run web_policy.wasm                 # converge; again: no change, unless nginx.conf changed (restart nginx)
+//! host run web_policy.wasm --refresh file#/etc/nginx/nginx.conf   # restart nginx even without a change
 //! host run web_policy.wasm --settings site.yaml --json --detailed-exitcodes
 //! # Without the system key directory: --trusted-key policy-host.pub
 //! ```
