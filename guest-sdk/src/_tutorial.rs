@@ -32,16 +32,28 @@
 //!
 //! ## 2. Write the policy
 //!
-//! Declare each service's desired state with [`Service`]'s builder:
+//! Declare each service's desired state with [`Service`](crate::Service)'s builder:
 //!
-//! - [`running`](Service::running) (the default) or
-//!   [`stopped`](Service::stopped): the running state;
-//! - [`enable(true)`](Service::enable) or `enable(false)`: start at boot or
+//! - [`running`](crate::Service::running) (the default) or
+//!   [`stopped`](crate::Service::stopped): the running state;
+//! - [`enable(true)`](crate::Service::enable) or `enable(false)`: start at boot or
 //!   not; without it the boot configuration is left alone;
-//! - [`subscribe("type#name")`](Service::subscribe): restart the service
-//!   when that resource changed: `service#X` when service `X` changed
-//!   earlier in the same run (declare `X` first), anything else when the
-//!   operator says so with `host run --refresh type#name`.
+//! - [`subscribe("type#name")`](crate::Service::subscribe): restart the
+//!   service when that resource changed:
+//!   - `service#X` when service `X` changed earlier in the same run
+//!     (declare `X` first);
+//!   - `file#PATH` (a file, or everything below a directory) and
+//!     `package#NAME` when the host finds them changed since the service's
+//!     last successful run: a plain `host run` restarts the service, no
+//!     flag needed. The host reads files only below its `watch_paths`
+//!     (`/etc`, `/opt`, `/srv` and `/usr` unless configured otherwise) and
+//!     packages from dpkg's status file; the first run only records what it
+//!     found;
+//!   - any other reference (another type, or a path outside `watch_paths`)
+//!     is not watched: the service's event carries a warning saying so, and
+//!     the reference fires only when the operator names it with
+//!     `host run --refresh type#name` (which marks any reference as
+//!     changed).
 //!
 //! Services are applied in the order they are added, each in two phases
 //! (running state, then enabled state), and only what differs is changed.
@@ -83,13 +95,16 @@
 //!
 //! ## 3. Test it natively
 //!
-//! [`run`] applies a policy function through any [`Provider`]; in tests that
-//! is a [`SimulatedSystem`](sim::SimulatedSystem) with the units you give it.
-//! It records every call, so a test states exactly what the policy does on a
-//! given machine. [`assert_calls`](sim::SimulatedSystem::assert_calls) and
-//! [`assert_mutating_calls`](sim::SimulatedSystem::assert_mutating_calls)
+//! [`run`](crate::run) applies a policy function through any
+//! [`Provider`](crate::Provider); in tests that is a
+//! [`SimulatedSystem`](crate::sim::SimulatedSystem) with the units you give
+//! it. It records every call, so a test states exactly what the policy does
+//! on a given machine.
+//! [`assert_calls`](crate::sim::SimulatedSystem::assert_calls) and
+//! [`assert_mutating_calls`](crate::sim::SimulatedSystem::assert_mutating_calls)
 //! panic with a diff of expected and actual calls;
-//! [`Report::assert_converged`] and [`Report::assert_no_changes`] with the
+//! [`Report::assert_converged`](crate::Report::assert_converged) and
+//! [`Report::assert_no_changes`](crate::Report::assert_no_changes) with the
 //! resources that failed or changed.
 //!
 //! ```
@@ -133,7 +148,15 @@
 //! guest_sdk::run(web_host, &mut system, &RunOptions::default()).assert_no_changes();
 //! system.assert_calls(&["status postgresql", "status nginx", "status telnet.socket"]);
 //!
-//! // The operator changed nginx's configuration: `host run --refresh file#...`.
+//! // nginx's configuration was edited: the next `host run` sees the change
+//! // and tells the policy, which restarts nginx (`with_changed` simulates it).
+//! system.clear_calls();
+//! let options = RunOptions::default().with_changed("nginx", NGINX_CONFIG);
+//! let report = guest_sdk::run(web_host, &mut system, &options);
+//! system.assert_mutating_calls(&["restart nginx"]);
+//! assert!(report.event("service#nginx").unwrap().refreshed);
+//!
+//! // The operator can also name a reference: `host run --refresh file#...`.
 //! system.clear_calls();
 //! let options = RunOptions::default().with_refreshed(NGINX_CONFIG);
 //! let report = guest_sdk::run(web_host, &mut system, &options);
@@ -175,7 +198,7 @@
 //! side by side on systemd's job engine: they return once queued, and the
 //! unit's next `status` waits for the job. The SDK then begins every service
 //! before it finishes any, with the same events.
-//! [`with_queued_jobs`](sim::SimulatedSystem::with_queued_jobs) simulates
+//! [`with_queued_jobs`](crate::sim::SimulatedSystem::with_queued_jobs) simulates
 //! that, an injected failure showing where the host shows a failed job:
 //!
 //! ```
@@ -236,7 +259,8 @@
 //! ## 4. Settings
 //!
 //! `host run POLICY.wasm --settings FILE` hands the policy a document as
-//! text ([`Context::settings`]); [`Context::settings_as`] parses it (YAML,
+//! text ([`Context::settings`](crate::Context::settings));
+//! [`Context::settings_as`](crate::Context::settings_as) parses it (YAML,
 //! or JSON) into your own type, with errors that name the field and line.
 //! The policy crate needs `serde = { version = "1", features = ["derive"] }`.
 //!
@@ -288,7 +312,7 @@
 //! # -> target/wasm32-wasip2/release/web_policy.wasm (the crate name, with `_`)
 //! ```
 //!
-//! On `wasm32`, [`export_policy!`] exports the function as the component's
+//! On `wasm32`, [`export_policy!`](crate::export_policy!) exports the function as the component's
 //! `run`; the component imports nothing but the host's six service
 //! operations and WASI with nothing granted, so a policy cannot read files,
 //! the environment or the network: everything it knows comes from its
@@ -315,14 +339,14 @@
 //!
 //! ```sh
 //! host run web_policy.wasm --noop          # what would change: "Would have started, would have enabled"
-//! host run web_policy.wasm                 # converge; a second run changes nothing
-//! host run web_policy.wasm --refresh file#/etc/nginx/nginx.conf   # after a config change: restart nginx
+//! host run web_policy.wasm                 # converge; again: no change, unless nginx.conf changed (restart nginx)
+//! host run web_policy.wasm --refresh file#/etc/nginx/nginx.conf   # restart nginx even without a change
 //! host run web_policy.wasm --settings site.yaml --json --detailed-exitcodes
 //! # Without the system key directory: --trusted-key policy-host.pub
 //! ```
 //!
 //! The report has one line per resource (`service#nginx  started, enabled`)
-//! and a summary; `--json` prints the whole [`Report`] plus the calls the
+//! and a summary; `--json` prints the whole [`Report`](crate::Report) plus the calls the
 //! host made. The exit code is 0 when every resource converged, 1 otherwise
 //! (`--detailed-exitcodes`: 0 no changes, 2 changes, 4 failures, 6 both).
 //!
@@ -331,7 +355,7 @@
 //! For services that need no logic, the built-in manifest policy
 //! (`policies/manifest`) applies a manifest given as settings:
 //! `host run manifest_policy.wasm --settings site.yaml`. The same parser is
-//! [`parse_manifest`], so a policy can also read a manifest and add to it:
+//! [`parse_manifest`](crate::parse_manifest), so a policy can also read a manifest and add to it:
 //!
 //! ```
 //! use guest_sdk::prelude::*;

@@ -5,7 +5,7 @@
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-/// Why [`Context::settings_as`] could not produce the settings.
+/// Why [`Context::settings_as`](crate::Context::settings_as) could not produce the settings.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SettingsError {
     /// The host was given no settings document.

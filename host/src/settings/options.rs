@@ -110,7 +110,9 @@ settings! {
             value_name: "DIR",
             default: Some("/var/lib/policy-host"),
             help: "Where the host keeps what it must remember between runs (root-only): the newest \
-                   signed version of each policy and settings file accepted, for rollback protection",
+                   signed version of each policy and settings file accepted, for rollback protection \
+                   (versions.json), and what each service's file# and package# subscriptions last \
+                   saw (subscriptions.json)",
         }
         cache_dir: AnyPath {
             flag: "cache-dir",

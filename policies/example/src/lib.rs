@@ -1,7 +1,9 @@
 //! An example policy for a small web host.
 //!
 //! - `httpd` must run, start at boot, and restart when its configuration
-//!   file or package changed (`host run --refresh file#/etc/httpd/conf/httpd.conf`).
+//!   file or package changed: `host run` sees either change by itself
+//!   (`host run --refresh file#/etc/httpd/conf/httpd.conf` restarts it
+//!   without one).
 //! - `legacy-ftpd` has been retired: stopped and kept from starting at boot.
 //! - `metrics-agent` must run, but its boot setting belongs to another team,
 //!   so the policy leaves it alone.

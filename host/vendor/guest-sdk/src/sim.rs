@@ -568,7 +568,7 @@ impl Provider for SimulatedSystem {
         self.job(Operation::Restart, service, |u, s| start(u, s, "restart"))
     }
 
-    /// Only a unit with an [Install] section to carry out changes: the words
+    /// Only a unit with an `[Install]` section to carry out changes: the words
     /// that already count as enabled stay as they are.
     fn enable(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
         self.perform(Operation::Enable, service, |u, s| {
