@@ -1,6 +1,8 @@
-//! The systemd backend: the design's commands (docs/service-type.md), plus
-//! `--` before every unit name; status over D-Bus when the system bus
-//! answers, with `systemctl` otherwise and for every change. It reports
+//! The systemd backend: over D-Bus when the system bus answers (status,
+//! jobs on systemd's job engine, unit files, what a settle window reads),
+//! otherwise the design's `systemctl` commands (docs/service-type.md), with
+//! `--` before every unit name; the run's daemon-reload and SysV scripts'
+//! enablement always go through `systemctl`. It reports
 //! what systemd said (`status` carries the `is-active` and `is-enabled`
 //! words) and carries out what it is asked to; what a word means for the
 //! desired state is the guest's to decide.
