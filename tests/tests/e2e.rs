@@ -20,6 +20,7 @@ mod hostile;
 mod key_interop;
 mod local_attacker;
 mod memory_budget;
+mod no_systemd;
 mod operator;
 mod parallel_jobs;
 mod real_systemd;

@@ -1288,4 +1288,38 @@ mod tests {
         );
         assert!(runner.log().is_empty());
     }
+
+    #[test]
+    fn systemctl_saying_there_is_no_systemd_is_asked_once_and_no_unit_is_missing() {
+        let words =
+            "System has not been booted with systemd as init system (PID 1). Can't operate.\n\
+                     Failed to connect to bus: Host is down\n";
+        let runner = ScriptedRunner::default()
+            .answer("is-active", "", words, 1)
+            .answer("is-enabled", "", words, 1)
+            .answer("show", "", words, 1);
+        let mut p = provider(&runner, true);
+        let first = p.status("web").unwrap_err();
+        assert_eq!(first.kind(), ErrorKind::Unavailable, "{first:?}");
+        assert!(
+            first
+                .message()
+                .contains("System has not been booted with systemd"),
+            "{first:?}"
+        );
+        assert!(!first.message().contains("not found"), "{first:?}");
+        let asked = runner.log().len();
+        assert_eq!(
+            p.status("db").unwrap_err(),
+            first,
+            "the same words for every unit"
+        );
+        assert_eq!(
+            runner.log().len(),
+            asked,
+            "systemctl is not asked again: {:?}",
+            runner.log()
+        );
+        assert_eq!(p.unavailable_reason(), Some(first.message()));
+    }
 }

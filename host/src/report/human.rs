@@ -176,13 +176,27 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
         .map(|r| one_line(&r.resource).len())
         .max()
         .unwrap_or(0);
+    let unavailable = run
+        .provider
+        .detail
+        .as_deref()
+        .filter(|_| !run.provider.available);
     for r in run.resources.iter().filter(|r| !quiet || r.failed) {
-        let _ = writeln!(
-            out,
-            "{:<width$}  {}",
-            one_line(&r.resource),
-            describe(r, style)
-        );
+        let line = match unavailable {
+            // Said once, above; each resource only says that it was not checked.
+            Some(detail)
+                if r.failed
+                    && !r.errors.is_empty()
+                    && r.errors.iter().all(|e| e.as_raw().contains(detail)) =>
+            {
+                style.red(&format!(
+                    "FAILED: not checked (provider {} unavailable, above)",
+                    run.provider.name
+                ))
+            }
+            _ => describe(r, style),
+        };
+        let _ = writeln!(out, "{:<width$}  {line}", one_line(&r.resource));
         // What the unit itself last said (escaped: it is the unit's text).
         for line in &r.journal {
             let _ = writeln!(
