@@ -118,7 +118,7 @@ impl Gate<'_> {
     }
 
     fn admit_file(&self, kind: Kind, path: &Path) -> anyhow::Result<Admitted> {
-        let what = kind.what();
+        let what = kind.noun();
         let bytes =
             std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))?;
         let source = SourceReport {
@@ -135,7 +135,7 @@ impl Gate<'_> {
     }
 
     fn admit_reference(&self, kind: Kind, reference: &OciRef) -> anyhow::Result<Admitted> {
-        let what = kind.what();
+        let what = kind.noun();
         let remote = self
             .remote
             .with_context(|| format!("{reference}: no registry client in this run"))?;
@@ -234,7 +234,7 @@ pub fn examine_reference(
 ) -> anyhow::Result<(Pulled, Result<Verified, SignatureError>)> {
     let pulled = oci::pull_fresh(registry, reference)?;
     let verdict =
-        verify_any(trust, pulled.kind.what(), &pulled, &pulled.bytes).map(|(_, verified)| verified);
+        verify_any(trust, pulled.kind.noun(), &pulled, &pulled.bytes).map(|(_, verified)| verified);
     Ok((pulled, verdict))
 }
 

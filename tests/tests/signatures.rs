@@ -278,7 +278,7 @@ fn tampered_policy_is_refused() {
         &s.policy,
         &["--trusted-key".as_ref(), public.as_os_str()],
     );
-    assert_refused(&fake, &out, "the policy was changed after it was signed");
+    assert_refused(&fake, &out, "example.wasm was changed after it was signed");
 }
 
 #[test]

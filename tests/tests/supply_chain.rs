@@ -155,14 +155,25 @@ fn settings_must_be_signed_and_untampered() {
 
     // Unsigned settings next to a signed policy.
     let r = m.run(&policy, &site, &[]);
-    m.assert_refused(&r, "refusing settings");
-    assert!(r.stderr.contains("settings is not signed"), "{}", r.stderr);
+    m.assert_refused(&r, "refusing settings file");
+    assert!(
+        r.stderr.contains("the settings file is not signed"),
+        "{}",
+        r.stderr
+    );
 
     // Signed, then rewritten to stop sshd: the attack of the issue.
     m.minisign(&site, None);
     fs::write(&site, STOP_SSHD).unwrap();
     let r = m.run(&policy, &site, &[]);
-    m.assert_refused(&r, "the policy was changed after it was signed");
+    m.assert_refused(&r, "site.yaml was changed after it was signed");
+    assert!(!r.stderr.contains("policy was changed"), "{}", r.stderr);
+    let (valid, said) = m.verify(&site);
+    assert!(!valid, "{said}");
+    assert!(
+        said.contains("site.yaml was changed after it was signed"),
+        "{said}"
+    );
 
     // Signed as it is, by either tool: it runs, and the report says so.
     for sign in [
@@ -199,7 +210,7 @@ fn allow_unsigned_covers_settings_and_says_so() {
     assert!(json["signature"]["settings"]["warning"]
         .as_str()
         .unwrap()
-        .contains("settings signature NOT verified"));
+        .contains("settings file signature NOT verified"));
 }
 
 #[test]

@@ -61,6 +61,15 @@ impl Kind {
         }
     }
 
+    /// How messages name a file of this kind ("the settings file is not
+    /// signed"); [`Kind::what`] is also a stored word and never changes.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Policy => "policy",
+            Kind::Settings => "settings file",
+        }
+    }
+
     /// The kind a file is pushed as, from its extension.
     pub fn of_file(name: &str) -> anyhow::Result<Self> {
         match name.rsplit_once('.').map(|(_, ext)| ext) {

@@ -42,9 +42,9 @@ pub struct Verified {
 /// Why a policy's signature was refused. Each names its cause in one line.
 #[derive(Debug, Error)]
 pub enum SignatureError {
-    #[error("{what} is not signed: {} not found (sign it with `host sign` or `minisign -S`; --allow-unsigned skips the check for development)", path.display())]
+    #[error("the {what} is not signed: {} not found (sign it with `host sign` or `minisign -S`; --allow-unsigned skips the check for development)", path.display())]
     MissingSignature { what: &'static str, path: PathBuf },
-    #[error("{what} is not signed: the registry lists no signature for {reference} (sign the file with `host sign` and push it again: `host push` sends FILE.minisig with it; --allow-unsigned skips the check for development)")]
+    #[error("the {what} is not signed: the registry lists no signature for {reference} (sign the file with `host sign` and push it again: `host push` sends FILE.minisig with it; --allow-unsigned skips the check for development)")]
     NoSignatureReferrer {
         what: &'static str,
         reference: String,
@@ -57,8 +57,8 @@ pub enum SignatureError {
     MalformedSignature { origin: String, reason: String },
     #[error("signature by untrusted key {key_id} (trusted keys: {trusted})")]
     UntrustedKey { key_id: String, trusted: String },
-    #[error("bad signature by key {key_id}: the policy was changed after it was signed")]
-    BadSignature { key_id: String },
+    #[error("bad signature by key {key_id}: {name} was changed after it was signed")]
+    BadSignature { key_id: String, name: String },
     #[error("legacy (non-prehashed) minisign signature refused; sign again with `host sign` or minisign 0.8 or later")]
     LegacySignature,
     #[error("trusted key file {} is malformed: {reason}", path.display())]
@@ -104,7 +104,7 @@ impl Trust {
     /// The one verification every command makes: `bytes` (read once from
     /// `file`, and the bytes that will be used) against `file`'s `.minisig`
     /// and the trusted keys, and the signature bound to `file`'s name.
-    /// `what` ("policy", "settings") names the file in errors.
+    /// `what` ("policy", "settings file", "file") names the file in errors.
     pub fn verify(
         &self,
         what: &'static str,
@@ -157,7 +157,14 @@ impl Trust {
         bytes: &[u8],
         name: &str,
     ) -> Result<Verified, SignatureError> {
-        let mut verified = verify_bytes(bytes, signature, self.trusted()?)?;
+        let mut verified =
+            verify_bytes(bytes, signature, self.trusted()?).map_err(|e| match e {
+                SignatureError::BadSignature { key_id, .. } => SignatureError::BadSignature {
+                    key_id,
+                    name: name.to_owned(),
+                },
+                e => e,
+            })?;
         let claims = Claims::parse(verified.trusted_comment.as_raw());
         let signed = claims
             .file

@@ -86,6 +86,10 @@ pub fn verify_bytes(
             let trusted = key.id.to_string();
             Err(SignatureError::UntrustedKey { key_id, trusted })
         }
-        Err(_) => Err(SignatureError::BadSignature { key_id }),
+        // Named by `Trust::verify_named`, which knows the file.
+        Err(_) => Err(SignatureError::BadSignature {
+            key_id,
+            name: "the file".to_owned(),
+        }),
     }
 }

@@ -138,9 +138,21 @@ pub(crate) fn parse_document<T: DeserializeOwned>(text: &str) -> Result<T, Docum
             let text = e.to_string();
             let (path, message) = split_yaml_path(&text);
             let location = e.location();
+            // serde_yaml_ng leaves the position out of its message when it is
+            // the document's first character (a misspelt first field); the
+            // message says it wherever the problem is (a missing field has
+            // no place of its own).
+            let message = match &location {
+                Some(l)
+                    if !message.contains(" at line ") && !message.starts_with("missing field") =>
+                {
+                    format!("{message} at line {} column {}", l.line(), l.column())
+                }
+                _ => message.to_string(),
+            };
             DocumentProblem {
                 path: path.map(str::to_string),
-                message: message.to_string(),
+                message,
                 line: location.as_ref().map(|l| l.line()),
                 column: location.as_ref().map(|l| l.column()),
             }
@@ -243,6 +255,25 @@ mod tests {
         assert_eq!(
             (error.field(), error.line(), error.column()),
             (None, None, None)
+        );
+    }
+
+    #[test]
+    fn a_misspelt_first_field_says_its_line_and_column_too() {
+        // serde_yaml_ng's own message leaves out line 1 column 1.
+        let error = invalid("prot: 80\n");
+        assert_eq!((error.line(), error.column()), (Some(1), Some(1)));
+        let text = error.to_string();
+        assert!(
+            text.starts_with("settings: unknown field `prot`, expected one of"),
+            "{text}"
+        );
+        assert!(text.ends_with("at line 1 column 1"), "{text}");
+        let error = invalid("port: 80\nserver:\n  hots: x\n  port: 1\n");
+        assert_eq!(
+            error.to_string().matches(" at line ").count(),
+            1,
+            "said once: {error}"
         );
     }
 
