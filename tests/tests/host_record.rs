@@ -74,12 +74,20 @@ fn changes_a_policy_leaves_out_of_its_report_are_reported_and_fail_the_run() {
         strings(&sshd["errors"]),
         ["sshd was stopped and disabled by the policy but not reported"]
     );
-    assert_eq!(json["summary"]["changed"], 1);
+    // The parts add up: sshd is counted once, as failed (after changes).
+    assert_eq!(json["summary"]["resources"], 1);
+    assert_eq!(json["summary"]["changed"], 0);
     assert_eq!(json["summary"]["failed"], 1);
+    assert_eq!(json["summary"]["failed_after_changes"], 1);
+    assert_eq!(json["summary"]["unchanged"], 0);
     let metrics = policy_host_e2e::metrics::checked(&metrics);
     assert_eq!(metrics.value("policy_host_run_success"), 0.0);
     assert_eq!(
         metrics.value("policy_host_resources{state=\"changed\"}"),
+        0.0
+    );
+    assert_eq!(
+        metrics.value("policy_host_resources{state=\"failed\"}"),
         1.0
     );
 
@@ -95,6 +103,55 @@ fn changes_a_policy_leaves_out_of_its_report_are_reported_and_fail_the_run() {
     assert!(
         line.contains("FAILED (after stopped, disabled): sshd was stopped and disabled by the policy but not reported"),
         "{line}"
+    );
+    // The summary counts sshd once: failed, after changes.
+    assert!(
+        human.stdout.contains(
+            ": 1 resource, 0 changed, 1 failed (1 after changes), 0 unchanged; 2 changes made"
+        ),
+        "{}",
+        human.stdout
+    );
+}
+
+#[test]
+fn a_policy_that_fails_before_applying_anything_says_so_and_is_counted() {
+    let fake = FakeSystemctl::new();
+    fake.unit("web", "inactive", "disabled");
+    let panic = signed_policy("hostile-panic");
+    let human = fake.host_run().policy(&panic).run();
+    human.assert_exit(1);
+    assert!(
+        human.stdout.contains(
+            "hostile_panic.wasm: the policy failed before applying anything; 0 changes made"
+        ),
+        "{}",
+        human.stdout
+    );
+    assert!(!human.stdout.contains("0 resources"), "{}", human.stdout);
+    // With a policy that converges beside it, the combined line counts it.
+    let example = signed_policy("example-policy");
+    fake.unit("httpd", "inactive", "disabled")
+        .unit("legacy-ftpd", "active", "enabled")
+        .unit("metrics-agent", "inactive", "disabled");
+    let both = fake
+        .host_run()
+        .policy(&example)
+        .policy(&panic)
+        .args(["--json"])
+        .run();
+    both.assert_exit(1);
+    let json = both.json();
+    assert_eq!(json["summary"]["policies_failed"], 1, "{json:#}");
+    assert_eq!(json["summary"]["resources"], 3, "{json:#}");
+    assert_eq!(json["summary"]["changed"], 3, "{json:#}");
+    let human = fake.host_run().policy(&example).policy(&panic).run();
+    assert!(
+        human
+            .stdout
+            .contains("2 policies (1 failed): 3 resources, 0 changed, 0 failed, 3 unchanged in "),
+        "{}",
+        human.stdout
     );
 }
 

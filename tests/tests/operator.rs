@@ -129,6 +129,7 @@ fn report_and_metrics_files_are_written() {
         "policy_host_resources{state=\"total\"} 3",
         "policy_host_resources{state=\"changed\"} 3",
         "policy_host_resources{state=\"failed\"} 0",
+        "policy_host_resources{state=\"unchanged\"} 0",
         "policy_host_run_success 1",
         "# TYPE policy_host_run_duration_seconds gauge",
     ] {

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use crate::text::{lines, one_line, truncate, Untrusted};
 
-use super::{Report, RunReport};
+use super::{Report, RunReport, Summary};
 use crate::guest::ResourceEvent;
 use crate::provider::Call;
 
@@ -95,14 +95,15 @@ pub fn render_human(report: &Report, verbosity: Verbosity, style: Style) -> Stri
     } = report
     {
         if verbosity != Verbosity::Quiet {
+            let failed_policies = match summary.policies_failed {
+                0 => String::new(),
+                n => format!(" ({n} failed)"),
+            };
             let _ = writeln!(
                 out,
-                "{} policies: {} resources, {} changed, {} failed, {} unchanged in {:.2}s",
+                "{} policies{failed_policies}: {} in {:.2}s",
                 policies.len(),
-                summary.resources,
-                summary.changed,
-                summary.failed,
-                summary.unchanged,
+                resource_counts(summary, "changed"),
                 summary.duration_ms / 1000.0
             );
         }
@@ -259,15 +260,15 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
         .iter()
         .filter(|c| c.operation == Call::DaemonReload)
         .count();
+    let counts = if s.policies_failed > 0 && s.resources == 0 {
+        "the policy failed before applying anything".to_owned()
+    } else {
+        resource_counts(s, if run.noop { "would change" } else { "changed" })
+    };
     let _ = writeln!(
         out,
-        "{}{mode}: {} resources, {} {}, {} failed, {} unchanged; {made} changes made, {reloads} daemon-reload, in {:.2}s",
+        "{}{mode}: {counts}; {made} changes made, {reloads} daemon-reload, in {:.2}s",
         one_line(&run.policy),
-        s.resources,
-        s.changed,
-        if run.noop { "would change" } else { "changed" },
-        s.failed,
-        s.unchanged,
         s.duration_ms / 1000.0
     );
     if run.noop && s.changed > 0 {
@@ -336,6 +337,25 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
     } else {
         style.green(&format!("{}{because}", r.actions.join(", ")))
     }
+}
+
+/// `3 resources, 0 changed, 2 failed (1 after changes), 1 unchanged`: the
+/// parts add up to the whole, and a failed resource that changed something
+/// first says so inside its count, not a second time.
+fn resource_counts(s: &Summary, changed: &str) -> String {
+    let after = match s.failed_after_changes {
+        0 => String::new(),
+        n => format!(" ({n} after changes)"),
+    };
+    let resources = if s.resources == 1 {
+        "resource"
+    } else {
+        "resources"
+    };
+    format!(
+        "{} {resources}, {} {changed}, {} failed{after}, {} unchanged",
+        s.resources, s.changed, s.failed, s.unchanged
+    )
 }
 
 /// How many references, triggers or warnings a line names before it counts

@@ -24,11 +24,12 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
     };
     gauge(
         "policy_host_resources",
-        "Resources in the last run, by outcome.",
+        "Resources in the last run, by outcome (changed, failed and unchanged add up to total; a resource that failed after changes counts as failed).",
         &[
             ("{state=\"total\"}", count(|s| s.resources) as f64),
             ("{state=\"changed\"}", count(|s| s.changed) as f64),
             ("{state=\"failed\"}", count(|s| s.failed) as f64),
+            ("{state=\"unchanged\"}", count(|s| s.unchanged) as f64),
         ],
     );
     gauge(

@@ -95,12 +95,23 @@ pub struct ProviderInfo {
     pub status_note: Option<String>,
 }
 
+/// What a run did, in parts that add up: every resource is exactly one of
+/// `changed`, `failed` or `unchanged`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub resources: usize,
+    /// Resources changed that did not fail.
     pub changed: usize,
+    /// Resources that failed, whether or not something was changed first.
     pub failed: usize,
+    /// Of the failed ones, those that changed something before failing
+    /// (the changes are real: a later run starts from them).
+    pub failed_after_changes: usize,
     pub unchanged: usize,
+    /// Policies that failed as a whole (a policy-level error, a limit, a
+    /// trap), whatever their resources say: a policy that failed before
+    /// reporting any resource still counts here.
+    pub policies_failed: usize,
     pub duration_ms: f64,
     pub success: bool,
 }
@@ -153,15 +164,17 @@ impl RunReport {
             failure,
             ..
         } = record.outcome;
-        let changed = resources.iter().filter(|r| r.changed).count();
         let failed = resources.iter().filter(|r| r.failed).count();
+        let policy_failed = !errors.is_empty() || failure.is_some();
         let summary = Summary {
             resources: resources.len(),
-            changed,
+            changed: resources.iter().filter(|r| r.changed && !r.failed).count(),
             failed,
+            failed_after_changes: resources.iter().filter(|r| r.changed && r.failed).count(),
             unchanged: resources.iter().filter(|r| !r.changed && !r.failed).count(),
+            policies_failed: usize::from(policy_failed),
             duration_ms: millis(record.duration),
-            success: failed == 0 && errors.is_empty() && failure.is_none(),
+            success: failed == 0 && !policy_failed,
         };
         Self {
             policy: record.policy,
@@ -257,7 +270,9 @@ impl Report {
             resources: sum(|s| s.resources),
             changed: sum(|s| s.changed),
             failed: sum(|s| s.failed),
+            failed_after_changes: sum(|s| s.failed_after_changes),
             unchanged: sum(|s| s.unchanged),
+            policies_failed: sum(|s| s.policies_failed),
             duration_ms: reports.iter().map(|r| r.summary.duration_ms).sum(),
             success: reports.iter().all(|r| r.summary.success),
         };
@@ -338,7 +353,8 @@ impl Report {
     /// `detailed` Puppet's 0 no changes, 2 changes, 4 failures, 6 both.
     pub fn exit_code(&self, detailed: bool) -> i32 {
         let failures = !self.summary().success;
-        let changes = self.summary().changed > 0;
+        let summary = self.summary();
+        let changes = summary.changed + summary.failed_after_changes > 0;
         if detailed {
             (if changes { 2 } else { 0 }) | (if failures { 4 } else { 0 })
         } else {
