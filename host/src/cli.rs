@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::settings::{RegistryFlags, RunFlags, TrustFlags};
+use crate::settings::{ProviderFlags, RegistryFlags, RunFlags, TrustFlags};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -151,7 +151,7 @@ pub struct StatusArgs {
     pub json: bool,
 
     #[command(flatten)]
-    pub run_flags: RunFlags,
+    pub provider_flags: ProviderFlags,
 
     /// The host configuration file [default: /etc/policy-host/host.toml, when it exists].
     #[arg(long, value_name = "FILE")]
@@ -257,6 +257,9 @@ pub struct RunArgs {
     pub allow_rollback: bool,
 
     #[command(flatten)]
+    pub provider_flags: ProviderFlags,
+
+    #[command(flatten)]
     pub run_flags: RunFlags,
 
     #[command(flatten)]
@@ -302,12 +305,60 @@ mod tests {
             panic!("not run")
         };
         let file = crate::settings::ConfigFile::default();
-        let settings = crate::settings::RunSettings::resolve(&args.run_flags, &file).unwrap();
+        let settings =
+            crate::settings::RunSettings::resolve(&args.run_flags, &args.provider_flags, &file)
+                .unwrap();
         assert_eq!(settings.limits.memory_bytes, 32 << 20);
         assert_eq!(settings.allow.unwrap().patterns(), ["a", "b"]);
         let trust =
             crate::settings::resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)
                 .unwrap();
         assert_eq!(trust.keys_dir, std::path::Path::new("/k"));
+    }
+
+    #[test]
+    fn status_help_shows_only_the_settings_status_reads() {
+        use clap::CommandFactory as _;
+        let mut command = Cli::command();
+        let status = command.find_subcommand_mut("status").expect("status");
+        let help = status.render_long_help().to_string();
+        for read in [
+            "--systemctl-timeout",
+            "--allow-unit",
+            "--provider",
+            "--config",
+        ] {
+            assert!(help.contains(read), "{read} missing from:\n{help}");
+        }
+        for unread in [
+            "--memory-limit",
+            "--cpu-time",
+            "--call-budget",
+            "--lock-file",
+            "--lock-timeout",
+            "--state-dir",
+            "--cache-dir",
+            "--watch-path",
+            "--jobs",
+            "--settle",
+            "--wall-clock",
+        ] {
+            assert!(
+                !help.contains(unread),
+                "status does not read {unread}:\n{help}"
+            );
+        }
+        // run still takes every one of them.
+        let run = command.find_subcommand_mut("run").expect("run");
+        let help = run.render_long_help().to_string();
+        for flag in [
+            "--allow-unit",
+            "--provider",
+            "--memory-limit",
+            "--settle",
+            "--jobs",
+        ] {
+            assert!(help.contains(flag), "{flag} missing from run:\n{help}");
+        }
     }
 }

@@ -33,9 +33,9 @@ pub fn man_pages(name: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let command = command(name);
     let mut pages = Vec::new();
     let mut page = Vec::new();
-    clap_mangen::Man::new(command.clone())
-        .section("8")
-        .render(&mut page)?;
+    let main = clap_mangen::Man::new(command.clone()).section("8");
+    render_head(&main, &command, &mut page)?;
+    main.render_subcommands_section(&mut page)?;
     // One section per subcommand with its options, so `man NAME` documents `NAME run` too.
     for sub in command.get_subcommands() {
         let title = format!("{} {}", name.to_uppercase(), sub.get_name().to_uppercase());
@@ -44,21 +44,258 @@ pub fn man_pages(name: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         man.render_description_section(&mut page)?;
         man.render_options_section(&mut page)?;
     }
+    render_tail(&main, &command, name, None, &mut page)?;
     pages.push((format!("{name}.8"), page));
     for sub in command.get_subcommands() {
         if sub.get_name() == "help" {
             continue;
         }
         let page_name = format!("{name}-{}", sub.get_name());
+        let command_name = sub.get_name().to_owned();
+        let mut page = Vec::new();
         let sub = sub
             .clone()
             .name(page_name.clone())
-            .bin_name(format!("{name} {}", sub.get_name()));
-        let mut page = Vec::new();
-        clap_mangen::Man::new(sub).section("8").render(&mut page)?;
+            .bin_name(format!("{name} {command_name}"));
+        let man = clap_mangen::Man::new(sub.clone()).section("8");
+        render_head(&man, &sub, &mut page)?;
+        render_tail(&man, &sub, name, Some(&command_name), &mut page)?;
         pages.push((format!("{page_name}.8"), page));
     }
     Ok(pages)
+}
+
+/// What clap_mangen's `render` writes before its version section: title,
+/// name, synopsis, description, options and the `after_help` text.
+fn render_head(
+    man: &clap_mangen::Man,
+    cmd: &clap::Command,
+    page: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    man.render_title(page)?;
+    man.render_name_section(page)?;
+    man.render_synopsis_section(page)?;
+    man.render_description_section(page)?;
+    man.render_options_section(page)?;
+    if cmd
+        .get_after_help()
+        .or_else(|| cmd.get_after_long_help())
+        .is_some()
+    {
+        man.render_extra_section(page)?;
+    }
+    Ok(())
+}
+
+/// EXIT STATUS, FILES and EXAMPLES (of `command`, or of the whole
+/// program), then the version.
+fn render_tail(
+    man: &clap_mangen::Man,
+    cmd: &clap::Command,
+    name: &str,
+    command: Option<&str>,
+    page: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let exit_status: &[(&str, &str)] = match command {
+        None | Some("run") => &[
+            ("0", "every resource converged (with --detailed-exitcodes: and nothing changed)"),
+            ("1", "a resource or a policy failed, or the run could not happen (a refused signature, a bad setting, the lock not taken)"),
+            ("2", "with --detailed-exitcodes: changes were made and nothing failed; also a mistake on the command line"),
+            ("4", "with --detailed-exitcodes: something failed and nothing changed"),
+            ("6", "with --detailed-exitcodes: changes were made and something failed"),
+            ("129, 130, 143", "a second SIGHUP, SIGINT or SIGTERM ended the run at once (after the first, the run finishes the call under way, reports, and exits as failed)"),
+        ],
+        Some("status") => &[
+            ("0", "every unit was read"),
+            ("1", "a unit could not be read (it is said on its line), or the command could not run"),
+            ("2", "a mistake on the command line"),
+        ],
+        Some("verify") => &[
+            ("0", "valid: signed by a trusted key for this file name"),
+            ("1", "invalid (the reason is printed), or the file or reference could not be read"),
+            ("2", "a mistake on the command line"),
+        ],
+        Some(_) => &[
+            ("0", "done"),
+            ("1", "an error, printed on standard error"),
+            ("2", "a mistake on the command line"),
+        ],
+    };
+    section(page, "EXIT STATUS")?;
+    for (code, meaning) in exit_status {
+        tagged(page, code, meaning)?;
+    }
+    const CONFIG: (&str, &str) = (
+        "/etc/policy-host/host.toml",
+        "the host configuration: every setting's key, and the [[policy]] list that run runs when no policy is named (--config)",
+    );
+    const KEYS: (&str, &str) = (
+        "/etc/policy-host/trusted-keys/",
+        "the trusted public keys (*.pub), when no --trusted-key is given (trusted_keys_dir)",
+    );
+    const LOGINS: (&str, &str) = (
+        "$DOCKER_CONFIG/config.json, ~/.docker/config.json",
+        "registry logins (the auths entries docker login writes)",
+    );
+    let files: &[(&str, &str)] = match command {
+        None | Some("run") => &[
+            CONFIG,
+            KEYS,
+            ("/var/lib/policy-host/", "what is remembered between runs, root-only (state_dir): versions.json (the newest signature accepted per key and file name: rollback protection) and subscriptions.json (what each subscribed reference looked like)"),
+            ("/var/cache/policy-host/", "compiled policies and verified registry artifacts, root-only (cache_dir)"),
+            ("/run/policy-host/lock", "the lock that keeps two runs from interleaving (lock_file)"),
+            LOGINS,
+        ],
+        Some("status" | "config-template") => &[CONFIG],
+        Some("verify" | "inspect") => &[CONFIG, KEYS, LOGINS],
+        Some("push") => &[CONFIG, LOGINS],
+        Some(_) => &[],
+    };
+    if !files.is_empty() {
+        section(page, "FILES")?;
+        for (file, meaning) in files {
+            tagged(page, file, meaning)?;
+        }
+    }
+    let examples: Vec<(String, &str)> = match command {
+        None => vec![
+            (format!("{name} keygen --out ~/keys"), "a signing key pair"),
+            (
+                format!("{name} sign web.wasm --key ~/keys/policy-host.key"),
+                "sign a policy (web.wasm.minisig beside it)",
+            ),
+            (
+                format!("{name} run --noop web.wasm"),
+                "what would change, changing nothing",
+            ),
+            (
+                format!("{name} run"),
+                "run host.toml's [[policy]] list, as the timer does",
+            ),
+            (
+                format!("{name} status web nginx"),
+                "how systemd sees two units",
+            ),
+        ],
+        Some("run") => vec![
+            (
+                format!("{name} run --noop web.wasm --settings site.yaml"),
+                "what would change, changing nothing",
+            ),
+            (
+                format!("{name} run web.wasm --detailed-exitcodes --json"),
+                "converge, with a JSON report and exit codes 0/2/4/6",
+            ),
+            (
+                format!("{name} run oci://registry.example.com/policies/web:1.4"),
+                "a policy from a registry",
+            ),
+            (
+                format!("{name} run web.wasm --refresh file#/etc/nginx/nginx.conf"),
+                "as if that file had changed: its subscribers restart",
+            ),
+            (format!("{name} run"), "host.toml's [[policy]] list"),
+        ],
+        Some("status") => vec![
+            (
+                format!("{name} status web nginx.service"),
+                "is-active and is-enabled, as systemd says them",
+            ),
+            (format!("{name} status --json web"), "the same, as JSON"),
+        ],
+        Some("keygen") => vec![(
+            format!("{name} keygen --out ~/keys"),
+            "policy-host.key (secret) and policy-host.pub",
+        )],
+        Some("sign") => vec![
+            (
+                format!("{name} sign web.wasm --key ~/keys/policy-host.key"),
+                "writes web.wasm.minisig",
+            ),
+            (
+                format!("{name} sign site.yaml --key ~/keys/policy-host.key"),
+                "settings are signed the same way",
+            ),
+        ],
+        Some("verify") => vec![
+            (
+                format!("{name} verify web.wasm"),
+                "checks web.wasm.minisig with the trusted keys",
+            ),
+            (
+                format!("{name} verify oci://registry.example.com/policies/web:1.4"),
+                "pulls the reference now and checks it",
+            ),
+        ],
+        Some("push") => vec![(
+            format!("{name} push web.wasm oci://registry.example.com/policies/web:1.4"),
+            "the policy and its signature",
+        )],
+        Some("inspect") => vec![(
+            format!("{name} inspect web.wasm"),
+            "what the policy imports and exports, and its signature",
+        )],
+        Some("new-policy") => vec![(
+            format!("{name} new-policy my-policy"),
+            "a policy crate to edit, test natively and build",
+        )],
+        Some("completions") => vec![(
+            format!("{name} completions bash > /etc/bash_completion.d/{name}"),
+            "bash completion",
+        )],
+        Some("man") => vec![(
+            format!("{name} man --out-dir /usr/local/share/man/man8"),
+            "every page, in section 8",
+        )],
+        Some("config-template") => vec![(
+            format!("{name} config-template > /etc/policy-host/host.toml"),
+            "every setting, commented, with its default",
+        )],
+        Some(_) => Vec::new(),
+    };
+    if !examples.is_empty() {
+        section(page, "EXAMPLES")?;
+        for (example, meaning) in &examples {
+            tagged(page, example, meaning)?;
+        }
+    }
+    // As clap_mangen's `render`: only what the command has.
+    if cmd
+        .get_version()
+        .or_else(|| cmd.get_long_version())
+        .is_some()
+    {
+        man.render_version_section(page)?;
+    }
+    if cmd.get_author().is_some() {
+        man.render_authors_section(page)?;
+    }
+    Ok(())
+}
+
+fn section(page: &mut Vec<u8>, title: &str) -> std::io::Result<()> {
+    writeln!(page, ".SH \"{title}\"")
+}
+
+/// A tagged paragraph (`.TP`): the tag in bold, then its meaning.
+fn tagged(page: &mut Vec<u8>, tag: &str, meaning: &str) -> std::io::Result<()> {
+    writeln!(
+        page,
+        ".TP\n\\fB{}\\fR\n{}",
+        roff_escape(tag),
+        roff_escape(meaning)
+    )
+}
+
+/// Text safe in a roff line: backslashes doubled, and a leading `.` or `'`
+/// (which roff would read as a request) guarded.
+fn roff_escape(text: &str) -> String {
+    let text = text.replace('\\', "\\e").replace('-', "\\-");
+    if text.starts_with('.') || text.starts_with('\'') {
+        format!("\\&{text}")
+    } else {
+        text
+    }
 }
 
 pub fn completions(shell: clap_complete::Shell, name: &str) -> anyhow::Result<i32> {
@@ -82,4 +319,36 @@ pub fn man(name: &str, out_dir: Option<&Path>) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_page_says_its_exit_status_and_examples_and_run_its_files() {
+        let pages = man_pages("policy-host").unwrap();
+        assert!(pages.len() > 5);
+        for (file, page) in &pages {
+            let page = String::from_utf8_lossy(page);
+            assert!(page.contains(".SH \"EXIT STATUS\""), "{file}");
+            assert!(page.contains(".SH \"EXAMPLES\""), "{file}");
+            assert!(!page.contains(".SH EXTRA"), "{file}: an empty section");
+        }
+        let run = &pages
+            .iter()
+            .find(|(file, _)| file == "policy-host-run.8")
+            .unwrap()
+            .1;
+        let run = String::from_utf8_lossy(run);
+        for file in [
+            "/etc/policy\\-host/host.toml",
+            "versions.json",
+            "subscriptions.json",
+            "/run/policy\\-host/lock",
+        ] {
+            assert!(run.contains(file), "{file} missing from the run page");
+        }
+        assert!(run.contains("\\fB6\\fR"), "--detailed-exitcodes' 6");
+    }
 }

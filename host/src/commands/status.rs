@@ -16,7 +16,7 @@ use crate::cli::StatusArgs;
 use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{Provider, SystemdConfig, SystemdProvider};
 use crate::service_name::quote;
-use crate::settings::{ConfigFile, RunSettings};
+use crate::settings::{ConfigFile, ProviderSettings};
 
 #[derive(Debug, Serialize)]
 struct UnitStatus {
@@ -45,7 +45,7 @@ struct StatusReport {
 
 pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
     let file = ConfigFile::load(args.config.as_deref())?;
-    let settings = RunSettings::resolve(&args.run_flags, &file)?;
+    let settings = ProviderSettings::resolve(&args.provider_flags, &file)?;
     let systemctl: Result<PathBuf, String> = std::env::var_os("PATH")
         .and_then(|path| find_in_path("systemctl", &path))
         .ok_or_else(|| "systemctl not found on PATH".to_owned());

@@ -13,6 +13,8 @@ use super::value::Kind;
 pub enum Scope {
     /// `run`, `verify` and `inspect`: whom to trust.
     Trust,
+    /// `run` and `status`: how systemd is asked.
+    Provider,
     /// `run` only.
     Run,
     /// `run` and `push`: how registries are reached.

@@ -55,8 +55,8 @@ pub mod value;
 
 pub use declare::{Scope, Setting};
 pub use file::{ConfigFile, PolicyEntry, DEFAULT_CONFIG_FILE};
-pub use options::{all_settings, RegistryFlags, RunFlags, TrustFlags};
-pub use resolve::{resolve_trust, RegistrySettings, RunSettings};
+pub use options::{all_settings, ProviderFlags, RegistryFlags, RunFlags, TrustFlags};
+pub use resolve::{resolve_trust, ProviderSettings, RegistrySettings, RunSettings};
 pub use template::{host_toml_template, BUILT_IN_POLICY_EXAMPLE};
 pub use value::{Kind, Source};
 
@@ -72,7 +72,7 @@ mod tests {
     }
 
     fn run(flags: RunFlags, text: &str) -> anyhow::Result<RunSettings> {
-        RunSettings::resolve(&flags, &file(text)?)
+        RunSettings::resolve(&flags, &ProviderFlags::default(), &file(text)?)
     }
 
     fn error(flags: RunFlags, text: &str) -> String {
@@ -190,7 +190,7 @@ mod tests {
             let uncommented = template.replacen(line, &line[1..], 1);
             let config = file(&uncommented).unwrap_or_else(|e| panic!("{line}: {e:#}"));
             assert!(config.value(s.key).is_some(), "{line}");
-            RunSettings::resolve(&RunFlags::default(), &config)
+            RunSettings::resolve(&RunFlags::default(), &ProviderFlags::default(), &config)
                 .unwrap_or_else(|e| panic!("{line}: {e:#}"));
             RegistrySettings::resolve(&RegistryFlags::default(), &config)
                 .unwrap_or_else(|e| panic!("{line}: {e:#}"));
@@ -199,14 +199,12 @@ mod tests {
 
     #[test]
     fn allowlists_add_up() {
-        let settings = run(
-            RunFlags {
-                allow_units: vec!["db".into()],
-                ..RunFlags::default()
-            },
-            "allow_units = [\"web-*\"]\n",
-        )
-        .unwrap();
+        let flags = ProviderFlags {
+            allow_units: vec!["db".into()],
+            ..ProviderFlags::default()
+        };
+        let config = file("allow_units = [\"web-*\"]\n").unwrap();
+        let settings = RunSettings::resolve(&RunFlags::default(), &flags, &config).unwrap();
         assert_eq!(settings.allow.unwrap().patterns(), ["web-*", "db"]);
     }
 
@@ -251,14 +249,12 @@ mod tests {
                 .next(),
             Some("/etc/policy-host/host.toml: allow_units")
         );
-        assert!(error(
-            RunFlags {
-                allow_units: vec!["web-[".into()],
-                ..RunFlags::default()
-            },
-            ""
-        )
-        .starts_with("--allow-unit: pattern \"web-[\""));
+        let flags = ProviderFlags {
+            allow_units: vec!["web-[".into()],
+            ..ProviderFlags::default()
+        };
+        let refused = ProviderSettings::resolve(&flags, &file("").unwrap()).unwrap_err();
+        assert!(format!("{refused:#}").starts_with("--allow-unit: pattern \"web-[\""));
     }
 
     #[test]
@@ -316,7 +312,7 @@ mod tests {
         let crate::cli::Command::Run(args) = cli.command else {
             panic!("not run")
         };
-        assert_eq!(args.run_flags.allow_units, ["a", "b"]);
+        assert_eq!(args.provider_flags.allow_units, ["a", "b"]);
         assert_eq!(args.run_flags.cpu_time, ["3"]);
     }
 }

@@ -29,8 +29,9 @@ settings! {
         }
     }
 
-    /// The command-line flags of the settings of `run` alone.
-    Run: RunFlags => RunValues {
+    /// The command-line flags of the settings `run` and `status` share:
+    /// how systemd is asked.
+    Provider: ProviderFlags => ProviderValues {
         systemctl_timeout: Seconds {
             flag: "systemctl-timeout",
             key: "limits.systemctl_timeout_secs",
@@ -39,6 +40,27 @@ settings! {
             help: "The longest one exchange with systemd (a systemctl command, a D-Bus call) may \
                    take, and a start, stop or restart job from its submission to its end, in seconds",
         }
+        allow_units: Patterns {
+            flag: "allow-unit",
+            key: "allow_units",
+            value_name: "PATTERN",
+            default: None,
+            help: "Only let policies touch units matching this glob (e.g. 'web-*', 'nginx.service'); \
+                   repeatable, adds to the configuration file's; other units are denied",
+        }
+        provider: Choice<StatusVia> {
+            flag: "provider",
+            key: "provider",
+            value_name: "auto|systemctl",
+            default: Some("auto"),
+            help: "How systemd is asked: auto (over D-Bus when the system bus and systemd on it \
+                   answer: status, jobs on systemd's job engine, unit files; else with systemctl) \
+                   or systemctl (always the design's systemctl commands, one job at a time)",
+        }
+    }
+
+    /// The command-line flags of the settings of `run` alone.
+    Run: RunFlags => RunValues {
         cpu_time: Seconds {
             flag: "cpu-time",
             key: "limits.cpu_time_secs",
@@ -81,14 +103,6 @@ settings! {
             default: Some("900"),
             help: "The whole run, host calls included, in seconds",
         }
-        allow_units: Patterns {
-            flag: "allow-unit",
-            key: "allow_units",
-            value_name: "PATTERN",
-            default: None,
-            help: "Only let policies touch units matching this glob (e.g. 'web-*', 'nginx.service'); \
-                   repeatable, adds to the configuration file's; other units are denied",
-        }
         lock_file: AnyPath {
             flag: "lock-file",
             key: "lock_file",
@@ -129,15 +143,6 @@ settings! {
             help: "A directory below which file# subscriptions are read (never /proc, /sys, /dev \
                    or /run); repeatable, adds to the configuration file's; without any, /etc, \
                    /opt, /srv and /usr",
-        }
-        provider: Choice<StatusVia> {
-            flag: "provider",
-            key: "provider",
-            value_name: "auto|systemctl",
-            default: Some("auto"),
-            help: "How systemd is asked: auto (over D-Bus when the system bus and systemd on it \
-                   answer: status, jobs on systemd's job engine, unit files; else with systemctl) \
-                   or systemctl (always the design's systemctl commands, one job at a time)",
         }
         jobs: Jobs {
             flag: "jobs",
@@ -191,6 +196,7 @@ settings! {
 pub fn all_settings() -> impl Iterator<Item = &'static Setting> {
     TrustFlags::SETTINGS
         .iter()
+        .chain(ProviderFlags::SETTINGS)
         .chain(RunFlags::SETTINGS)
         .chain(RegistryFlags::SETTINGS)
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::file::ConfigFile;
-use super::options::{RegistryFlags, RunFlags, TrustFlags};
+use super::options::{ProviderFlags, RegistryFlags, RunFlags, TrustFlags};
 use crate::limits::Limits;
 use crate::provider::{StatusVia, UnitAllowlist};
 use crate::signature::Trust;
@@ -45,13 +45,17 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
-    pub fn resolve(flags: &RunFlags, file: &ConfigFile) -> anyhow::Result<Self> {
+    pub fn resolve(
+        flags: &RunFlags,
+        provider: &ProviderFlags,
+        file: &ConfigFile,
+    ) -> anyhow::Result<Self> {
+        let ProviderSettings {
+            systemctl_timeout,
+            status_via,
+            allow,
+        } = ProviderSettings::resolve(provider, file)?;
         let values = flags.resolve(file)?;
-        let allow = if values.allow_units.is_empty() {
-            None
-        } else {
-            Some(UnitAllowlist::new(&values.allow_units)?)
-        };
         Ok(Self {
             limits: Limits {
                 cpu_time: values.cpu_time,
@@ -61,8 +65,8 @@ impl RunSettings {
                 report_bytes: values.report_limit,
                 wall_clock: values.wall_clock,
             },
-            systemctl_timeout: values.systemctl_timeout,
-            status_via: values.provider,
+            systemctl_timeout,
+            status_via,
             jobs: values.jobs,
             settle: values.settle,
             allow,
@@ -76,8 +80,37 @@ impl RunSettings {
 
     /// The settings with nothing given and no configuration file.
     pub fn defaults() -> Self {
-        Self::resolve(&RunFlags::default(), &ConfigFile::default())
-            .expect("the declared defaults are valid")
+        Self::resolve(
+            &RunFlags::default(),
+            &ProviderFlags::default(),
+            &ConfigFile::default(),
+        )
+        .expect("the declared defaults are valid")
+    }
+}
+
+/// How systemd is asked, as `run` and `status` both resolve it.
+#[derive(Debug)]
+pub struct ProviderSettings {
+    pub systemctl_timeout: Duration,
+    /// `provider`: `auto` or `systemctl`.
+    pub status_via: StatusVia,
+    pub allow: Option<UnitAllowlist>,
+}
+
+impl ProviderSettings {
+    pub fn resolve(flags: &ProviderFlags, file: &ConfigFile) -> anyhow::Result<Self> {
+        let values = flags.resolve(file)?;
+        let allow = if values.allow_units.is_empty() {
+            None
+        } else {
+            Some(UnitAllowlist::new(&values.allow_units)?)
+        };
+        Ok(Self {
+            systemctl_timeout: values.systemctl_timeout,
+            status_via: values.provider,
+            allow,
+        })
     }
 }
 
