@@ -89,3 +89,133 @@ fn every_page_and_script_uses_the_installed_name() {
         "bash completion for policy-host"
     );
 }
+
+/// Where each of the package's assets is installed (host/Cargo.toml's
+/// `[package.metadata.deb] assets`, globs expanded), as absolute paths.
+fn installed_paths() -> Vec<String> {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest: toml::Table = std::fs::read_to_string(manifest_dir.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let assets = manifest["package"]["metadata"]["deb"]["assets"]
+        .as_array()
+        .expect("assets");
+    let mut installed = Vec::new();
+    for asset in assets {
+        let asset = asset.as_array().unwrap();
+        let (source, target) = (asset[0].as_str().unwrap(), asset[1].as_str().unwrap());
+        let target = format!("/{}", target.trim_start_matches('/'));
+        match source.rsplit_once("/*") {
+            // A glob: the directory gets every file the pattern matches.
+            Some((dir, suffix)) => {
+                let pattern_dir = manifest_dir.join(dir);
+                for entry in std::fs::read_dir(&pattern_dir).unwrap() {
+                    let name = entry.unwrap().file_name().into_string().unwrap();
+                    if name.ends_with(suffix) {
+                        installed.push(format!("{}/{name}", target.trim_end_matches('/')));
+                    }
+                }
+            }
+            None => installed.push(target),
+        }
+    }
+    installed
+}
+
+/// The absolute paths under /usr and /etc/policy-host that `text` names
+/// (up to the first character that cannot be part of one).
+fn named_paths(text: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    for prefix in ["/usr/", "/etc/policy-host/"] {
+        for (at, _) in text.match_indices(prefix) {
+            // Only a path's beginning: not `/x/usr/...`.
+            if at > 0 && !text[..at].ends_with([' ', '`', '(', '"', '\'', '=', '\n', ':', '[']) {
+                continue;
+            }
+            let path: String = text[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "/._-+*".contains(*c))
+                .collect();
+            paths.push(path.trim_end_matches(['.', ',']).to_owned());
+        }
+    }
+    paths
+}
+
+/// The files that describe the package itself (its units, README.Debian,
+/// its host.toml) name only paths the package installs, or makes, or that
+/// the operator creates by following them; and every shipped document
+/// names only /usr/share/doc/policy-host and /usr/lib/policy-host files
+/// that are there. A path that exists only on a machine installed from
+/// source (`/usr/local/...`) fails, as a moved document does.
+#[test]
+fn the_shipped_files_name_only_paths_the_package_installs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let installed = installed_paths();
+    let is_installed = |path: &str| {
+        let path = path.trim_end_matches('/');
+        installed
+            .iter()
+            .any(|i| i == path || i.starts_with(&format!("{path}/")))
+    };
+    // Made by the package's scripts or by the operator, as the files say.
+    let made = [
+        "/etc/policy-host/policies",
+        "/etc/policy-host/docker",
+        "/etc/policy-host/trusted-keys",
+        "/etc/policy-host/manifest.yaml",
+        "/etc/policy-host/site.yaml",
+        "/etc/policy-host/registry-ca.pem",
+        "/usr/share/man",
+        // Another package's, named as such: Debian's bind9-host owns it.
+        "/usr/bin/host",
+    ];
+    let describing = [
+        "dist/debian/policy-host.service",
+        "dist/debian/policy-host.timer",
+        "dist/debian/README.Debian",
+        "dist/debian/generated/host.toml",
+        "dist/debian/trusted-keys-README",
+    ];
+    let mut wrong = Vec::new();
+    for file in describing {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        for path in named_paths(&text) {
+            let ok = is_installed(&path)
+                || made
+                    .iter()
+                    .any(|m| path == *m || path.starts_with(&format!("{m}/")));
+            if !ok {
+                wrong.push(format!("{file}: {path}"));
+            }
+        }
+    }
+    let mut shipped_docs = vec![root.join("README.md"), root.join("dist/README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        shipped_docs.push(entry.unwrap().path());
+    }
+    shipped_docs.extend(describing.iter().map(|f| root.join(f)));
+    for file in shipped_docs {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for path in named_paths(&text) {
+            let ours = [
+                "/usr/share/doc/policy-host/",
+                "/usr/lib/policy-host/",
+                "/usr/sbin/policy-host",
+            ];
+            if ours.iter().any(|o| path.starts_with(o))
+                && !path.contains('*')
+                && !is_installed(&path)
+            {
+                wrong.push(format!("{}: {path}", file.display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "paths the package does not install:\n{}\ninstalled:\n{}",
+        wrong.join("\n"),
+        installed.join("\n")
+    );
+}

@@ -377,6 +377,19 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
     let built = target_dir().join("wasm32-wasip2/release/my_app_policy.wasm");
     assert!(built.is_file(), "cargo built no {}", built.display());
 
+    // The tutorial renders as the README says (`cargo doc -p guest-sdk`,
+    // from the policy: the vendored copy), with no broken link.
+    let doc = scrubbed(Command::new(cargo_program()))
+        .args(["doc", "-p", "guest-sdk", "--no-deps"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .output()
+        .expect("run cargo doc");
+    assert_success("cargo doc -p guest-sdk (RUSTDOCFLAGS=-D warnings)", &doc);
+    let tutorial = target_dir().join("doc/guest_sdk/_tutorial/index.html");
+    assert!(tutorial.is_file(), "no {}", tutorial.display());
+
     // With the dependency versions this workspace tests: cargo kept every
     // version of the lock `host new-policy` wrote (it only dropped entries
     // and added the crate's own).
