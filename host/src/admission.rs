@@ -167,8 +167,11 @@ impl Gate<'_> {
             )
             .with_context(|| format!("refusing {what} {reference} ({})", pulled.digest))?;
         if let (Some(index), Some(store), None) = (verified_with, &remote.store, &pulled.stale) {
-            if let Err(e) = pulled.keep(store, &pulled.signatures[index]) {
-                tracing::warn!("{reference}: not kept for later runs: {e:#}");
+            let signature = &pulled.signatures[index];
+            if pulled.signature_is_new(signature) {
+                if let Err(e) = pulled.keep(store, signature) {
+                    tracing::warn!("{reference}: not kept for later runs: {e:#}");
+                }
             }
         }
         Ok(admitted)
@@ -238,8 +241,11 @@ pub fn examine_reference(
     Ok((pulled, verdict))
 }
 
-/// Verifies `bytes` with the first of the pulled signatures that a trusted
-/// key made; when none does, the newest one's error.
+/// Verifies `bytes` with every pulled signature and takes the valid one
+/// signed last (its `signed:` time; among equal times, the one the registry
+/// lists last): re-signing the same bytes makes the newer version, however
+/// many older signatures the registry still lists. When none is valid, the
+/// error of the one listed last.
 fn verify_any(
     trust: &Trust,
     what: &'static str,
@@ -247,17 +253,29 @@ fn verify_any(
     bytes: &[u8],
 ) -> Result<(usize, Verified), SignatureError> {
     let origin = |i: usize| format!("#{} of {} ({})", i + 1, pulled.reference, pulled.digest);
-    let mut last = SignatureError::NoSignatureReferrer {
-        what,
-        reference: format!("{} ({})", pulled.reference, pulled.digest),
-    };
+    let mut refused: Option<SignatureError> = None;
+    let mut newest: Option<(usize, Verified)> = None;
     for (i, signature) in pulled.signatures.iter().enumerate().rev() {
         match trust.verify_text(&origin(i), signature, bytes, &pulled.signed_name) {
-            Ok(verified) => return Ok((i, verified)),
-            Err(e) => last = e,
+            Ok(verified) => {
+                let newer = newest
+                    .as_ref()
+                    .is_none_or(|(_, best)| verified.signed_at > best.signed_at);
+                if newer {
+                    newest = Some((i, verified));
+                }
+            }
+            Err(e) => {
+                refused.get_or_insert(e);
+            }
         }
     }
-    Err(last)
+    newest.ok_or_else(|| {
+        refused.unwrap_or(SignatureError::NoSignatureReferrer {
+            what,
+            reference: format!("{} ({})", pulled.reference, pulled.digest),
+        })
+    })
 }
 
 /// Records the versions of `admitted` as accepted in the record under

@@ -170,7 +170,9 @@ fn push_then_run_follows_the_tag_and_refuses_a_rollback() {
     assert_eq!(json["signature"]["verified"], true);
     assert_eq!(json["signature"]["settings"]["verified"], true);
 
-    // An unchanged tag costs one manifest request, and no download.
+    // An unchanged tag costs its manifest and its signatures (a few hundred
+    // bytes each, read every time: a signature pushed since counts); the
+    // content is not downloaded again.
     let manifests = registry.requests("GET /v2/policies/web/manifests/1.4");
     let blobs = registry.requests("GET /v2/policies/web/blobs/");
     let signatures = registry.requests("GET /v2/policies/web/manifests/sha256");
@@ -180,11 +182,15 @@ fn push_then_run_follows_the_tag_and_refuses_a_rollback() {
         registry.requests("GET /v2/policies/web/manifests/1.4"),
         manifests + 1
     );
-    assert_eq!(registry.requests("GET /v2/policies/web/blobs/"), blobs);
+    assert_eq!(
+        registry.requests("GET /v2/policies/web/blobs/"),
+        blobs + 1,
+        "the signature's one blob, not the component"
+    );
     assert_eq!(
         registry.requests("GET /v2/policies/web/manifests/sha256"),
-        signatures,
-        "the signature is not fetched again"
+        signatures + 2,
+        "the referrers tag (distribution 2.8 has no referrers API) and the one signature's manifest"
     );
 
     // The tag moves to a newer signed version: the next run picks it up.
@@ -205,6 +211,69 @@ fn push_then_run_follows_the_tag_and_refuses_a_rollback() {
     m.fake.clear_calls();
     let r = m.run_refs(&policy_ref, &settings_ref);
     m.assert_refused(&r, "rollback refused");
+}
+
+/// docs/fleet.md's rollback, as written: the old content signed again is
+/// the newer version, and it reaches a machine that ran both versions (its
+/// kept copy of those bytes carries the old signature) as well as one that
+/// ran only the first.
+#[test]
+#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+fn a_fleet_rollback_signed_again_reaches_a_machine_that_ran_both_versions() {
+    let registry = TestRegistry::start(Options::default());
+    let (both, first_only) = (Machine::new(&registry), Machine::new(&registry));
+    let policy_ref = registry.reference("policies/web:1");
+    let settings_ref = registry.reference("settings/web:prod");
+    both.pushed(&both.policy("web.wasm"), &policy_ref);
+    // v1 (signed at t1): both machines run it.
+    let v1 = both.settings("web.yaml", START_WEB, true);
+    let v1_pinned = both.pushed(&v1, &settings_ref);
+    for m in [&both, &first_only] {
+        m.run_refs(&policy_ref, &settings_ref).assert_exit(0);
+        assert_eq!(m.fake.mutating_calls(), ["start --system -- web"]);
+        m.fake.clear_calls();
+    }
+    // v2 (t2): one machine runs it.
+    std::thread::sleep(Duration::from_millis(1100));
+    let v2 = both.settings("web.yaml", STOP_WEB, true);
+    both.pushed(&v2, &settings_ref);
+    both.run_refs(&policy_ref, &settings_ref).assert_exit(0);
+    assert_eq!(both.fake.mutating_calls(), ["stop --system -- web"]);
+    both.fake.clear_calls();
+
+    // The rollback: v1's bytes signed again (t3), pushed, the tag moved back.
+    std::thread::sleep(Duration::from_millis(1100));
+    let again = both.settings("web.yaml", START_WEB, true);
+    let again_pinned = both.pushed(&again, &settings_ref);
+    assert_eq!(
+        digest_of(&again_pinned),
+        digest_of(&v1_pinned),
+        "the same bytes make the same artifact; only its signatures differ"
+    );
+    let signed_at = |r: &Run| r.json()["signature"]["settings"]["trusted_comment"].clone();
+    let r = both.run_refs(&policy_ref, &settings_ref);
+    r.assert_exit(0);
+    assert_eq!(both.fake.mutating_calls(), ["start --system -- web"]);
+    let resigned = signed_at(&r);
+    assert_eq!(r.json()["settings_source"]["digest"], digest_of(&v1_pinned));
+    let r = first_only.run_refs(&policy_ref, &settings_ref);
+    r.assert_exit(0);
+    assert_eq!(first_only.fake.mutating_calls(), Vec::<String>::new());
+    assert_eq!(
+        signed_at(&r),
+        resigned,
+        "the newest signature of the registry's is the one taken"
+    );
+
+    // A third signing of the same bytes is taken too, by both.
+    std::thread::sleep(Duration::from_millis(1100));
+    let third = both.settings("web.yaml", START_WEB, true);
+    both.pushed(&third, &settings_ref);
+    for m in [&both, &first_only] {
+        let r = m.run_refs(&policy_ref, &settings_ref);
+        r.assert_exit(0);
+        assert_ne!(signed_at(&r), resigned, "the third signature");
+    }
 }
 
 #[test]

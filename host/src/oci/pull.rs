@@ -30,6 +30,9 @@ pub struct Pulled {
     /// When this is the last verified copy because the registry could not
     /// be reached: why.
     pub stale: Option<String>,
+    /// The signature kept with the copy these bytes came from, when they
+    /// came from the store.
+    pub kept_signature: Option<Vec<u8>>,
 }
 
 impl Pulled {
@@ -40,9 +43,16 @@ impl Pulled {
             digest,
             signed_name: kept.signed_name,
             bytes: kept.bytes,
-            signatures: vec![kept.signature],
+            signatures: vec![kept.signature.clone()],
             stale: None,
+            kept_signature: Some(kept.signature),
         }
+    }
+
+    /// Whether `signature` is new to the store: not the one kept with the
+    /// copy these bytes came from.
+    pub fn signature_is_new(&self, signature: &[u8]) -> bool {
+        self.kept_signature.as_deref() != Some(signature)
     }
 
     /// Keeps this artifact, now verified with `signature`, in `store`.
@@ -126,15 +136,23 @@ fn from_manifest(
 ) -> anyhow::Result<Pulled> {
     let checked = layout::check_artifact(&manifest, kind, reference.name(), max_bytes(kind))
         .with_context(|| format!("{reference} ({digest}) is not a {} artifact", kind.what()))?;
-    // Unchanged since it was verified here: nothing more to download.
-    if let Some(kept) = store.and_then(|store| store.verified(&digest, kind)) {
-        if kept.signed_name == checked.signed_name {
-            return Ok(Pulled::from_kept(reference, kind, digest, kept));
-        }
-    }
-    let bytes = registry.blob(reference, &checked.layer, max_bytes(kind))?;
+    // The signatures are always the registry's: a signature pushed since
+    // (the same bytes signed again, to roll the fleet back or under a new
+    // key) counts as soon as it is there. The kept signature stands in only
+    // when the registry cannot be reached (`pull`).
     let referrers = registry.signature_referrers(reference, &digest)?;
     let signatures = registry.signatures(reference, &digest, &referrers)?;
+    // Unchanged since it was verified here: the content is not downloaded again.
+    let kept = store
+        .and_then(|store| store.verified(&digest, kind))
+        .filter(|kept| kept.signed_name == checked.signed_name);
+    let (bytes, kept_signature) = match kept {
+        Some(kept) => (kept.bytes, Some(kept.signature)),
+        None => (
+            registry.blob(reference, &checked.layer, max_bytes(kind))?,
+            None,
+        ),
+    };
     Ok(Pulled {
         reference: reference.clone(),
         kind,
@@ -143,5 +161,6 @@ fn from_manifest(
         bytes,
         signatures,
         stale: None,
+        kept_signature,
     })
 }
