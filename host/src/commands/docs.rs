@@ -134,8 +134,8 @@ fn render_tail(
         "the trusted public keys (*.pub), when no --trusted-key is given (trusted_keys_dir)",
     );
     const LOGINS: (&str, &str) = (
-        "$DOCKER_CONFIG/config.json, ~/.docker/config.json",
-        "registry logins (the auths entries docker login writes)",
+        "/etc/policy-host/docker/config.json",
+        "registry logins (the auths entries docker login writes), read by every command when it exists and neither registry_auth nor DOCKER_CONFIG says otherwise (ENVIRONMENT)",
     );
     let files: &[(&str, &str)] = match command {
         None | Some("run") => &[
@@ -155,6 +155,26 @@ fn render_tail(
         section(page, "FILES")?;
         for (file, meaning) in files {
             tagged(page, file, meaning)?;
+        }
+    }
+    let environment: &[(&str, &str)] = match command {
+        None | Some("run") => &[
+            ("PATH", "where systemctl is looked for (absolute directories only); systemctl itself runs with PATH=/usr/sbin:/usr/bin:/sbin:/bin"),
+            ("DOCKER_CONFIG", "the directory of the registry logins' config.json, when registry_auth (--registry-auth) does not name the file; without either, /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json"),
+            ("HOME", "for ~/.docker/config.json (see DOCKER_CONFIG)"),
+            ("NO_COLOR", "set and not empty: no colour in the human report"),
+        ],
+        Some("status") => &[("PATH", "where systemctl is looked for (absolute directories only)")],
+        Some("push" | "verify" | "inspect") => &[
+            ("DOCKER_CONFIG", "the directory of the registry logins' config.json, when registry_auth (--registry-auth) does not name the file; without either, /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json"),
+            ("HOME", "for ~/.docker/config.json (see DOCKER_CONFIG)"),
+        ],
+        Some(_) => &[],
+    };
+    if !environment.is_empty() {
+        section(page, "ENVIRONMENT")?;
+        for (variable, meaning) in environment {
+            tagged(page, variable, meaning)?;
         }
     }
     let examples: Vec<(String, &str)> = match command {

@@ -8,7 +8,7 @@
 //! host running as root does not run them: the warning says so.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use ct_codecs::{Base64, Decoder as _};
@@ -42,23 +42,44 @@ struct AuthEntry {
     identitytoken: Option<String>,
 }
 
-/// Where the Docker configuration is read from.
-pub fn docker_config_path() -> Option<PathBuf> {
+/// Where the Debian package keeps registry logins (and its unit points
+/// `DOCKER_CONFIG` at): read by every command when it exists.
+pub const PACKAGE_CONFIG: &str = "/etc/policy-host/docker/config.json";
+
+/// Where the Docker configuration is read from: `registry_auth` when set,
+/// else `$DOCKER_CONFIG/config.json`, else the package's file when it
+/// exists, else `~/.docker/config.json`. So `policy-host run` by hand as
+/// root reads the logins the timer's runs read.
+pub fn config_path(configured: Option<&Path>) -> Option<PathBuf> {
+    if let Some(path) = configured {
+        return Some(path.to_owned());
+    }
     if let Some(dir) = std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir).join("config.json"));
+    }
+    if Path::new(PACKAGE_CONFIG).is_file() {
+        return Some(PathBuf::from(PACKAGE_CONFIG));
     }
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(|home| PathBuf::from(home).join(".docker/config.json"))
 }
 
-/// The credentials for `registry` (`host[:port]`): anonymous when the
-/// configuration is absent or names none. A configuration that cannot be
-/// read or parsed is an error: silently going anonymous would hide it.
-pub fn for_registry(registry: &str) -> anyhow::Result<RegistryAuth> {
-    let Some(path) = docker_config_path() else {
+/// The credentials for `registry` (`host[:port]`) from the configuration
+/// at [`config_path`]: anonymous when it is absent or names none; when
+/// `registry_auth` names a file, that file must exist. A configuration that
+/// cannot be read or parsed is an error: silently going anonymous would
+/// hide it.
+pub fn for_registry(configured: Option<&Path>, registry: &str) -> anyhow::Result<RegistryAuth> {
+    let Some(path) = config_path(configured) else {
         return Ok(RegistryAuth::Anonymous);
     };
+    if configured.is_some() && !path.exists() {
+        anyhow::bail!(
+            "registry_auth {}: no such file (registry logins: a Docker config.json with an \"auths\" entry per registry)",
+            path.display()
+        );
+    }
     let text = match std::fs::metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RegistryAuth::Anonymous),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),

@@ -39,6 +39,9 @@ pub struct RegistryConfig {
     pub timeout: Duration,
     /// When the run must be over: no request outlives it.
     pub deadline: Option<Instant>,
+    /// The Docker `config.json` holding registry logins (`registry_auth`);
+    /// `None`: the default places ([`credentials::config_path`]).
+    pub auth: Option<PathBuf>,
 }
 
 /// The registry could not be reached, or did not answer in time, or failed
@@ -54,6 +57,18 @@ pub enum Unreachable {
     /// is fine, and the sentence says what to change.
     #[error("registry {registry}: {problem}")]
     Certificate { registry: String, problem: String },
+    /// The registry answered plain HTTP where TLS was expected.
+    #[error("registry {registry} answered plain HTTP, not TLS: list it in insecure_registries (host.toml) or pass --insecure-registry {registry}")]
+    PlainHttp { registry: String },
+}
+
+/// A 401 or 403, before [`Registry::within`] adds where this machine's
+/// credentials were looked for.
+#[derive(Debug, thiserror::Error)]
+#[error("registry {registry} refused access ({answer})")]
+struct Refused {
+    registry: String,
+    answer: String,
 }
 
 impl Unreachable {
@@ -86,6 +101,10 @@ pub struct Registry {
     config: RegistryConfig,
     /// Repositories authenticated for, and how.
     authorized: Mutex<Vec<Authorized>>,
+    /// Registries that did not answer in time during this command, and
+    /// what was said: each costs its timeout once, later requests to it
+    /// fail at once (the artifacts go to their kept copies).
+    silent: Mutex<Vec<(String, String)>>,
 }
 
 impl Registry {
@@ -140,7 +159,17 @@ impl Registry {
             http,
             config,
             authorized: Mutex::new(Vec::new()),
+            silent: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Where this command reads registry logins from, for messages.
+    fn credentials_location(&self) -> String {
+        match credentials::config_path(self.config.auth.as_deref()) {
+            Some(path) if path.exists() => path.display().to_string(),
+            Some(path) => format!("{}, which does not exist", path.display()),
+            None => "$DOCKER_CONFIG/config.json or ~/.docker/config.json (neither HOME nor DOCKER_CONFIG is set)".into(),
+        }
     }
 
     fn scheme(&self, registry: &str) -> &'static str {
@@ -168,15 +197,37 @@ impl Registry {
         reference: &OciRef,
         request: impl Future<Output = anyhow::Result<T>>,
     ) -> anyhow::Result<T> {
+        let registry = &reference.registry;
+        if let Some((_, said)) = self
+            .silent
+            .lock()
+            .expect("silent registries")
+            .iter()
+            .find(|(r, _)| r == registry)
+        {
+            return Err(Unreachable::down(
+                registry,
+                format!("{said} earlier in this run; not asked again"),
+            )
+            .into());
+        }
         let timeout = self.request_timeout();
         self.runtime
             .block_on(async { tokio::time::timeout(timeout, request).await })
             .unwrap_or_else(|_| {
-                Err(Unreachable::down(
-                    &reference.registry,
-                    format!("no answer within {}", humantime::format_duration(timeout)),
-                )
-                .into())
+                let said = format!("no answer within {}", humantime::format_duration(timeout));
+                self.silent
+                    .lock()
+                    .expect("silent registries")
+                    .push((registry.clone(), said.clone()));
+                Err(Unreachable::down(registry, said).into())
+            })
+            .map_err(|e| match e.downcast_ref::<Refused>() {
+                Some(refused) => anyhow!(
+                    "{refused}; its credentials are read from {}",
+                    self.credentials_location()
+                ),
+                None => e,
             })
     }
 
@@ -198,7 +249,7 @@ impl Registry {
         {
             return Ok(known.header.clone());
         }
-        let auth = credentials::for_registry(&reference.registry)?;
+        let auth = credentials::for_registry(self.config.auth.as_deref(), &reference.registry)?;
         let image = reference.client_reference();
         let token = self.within(reference, async {
             self.client
@@ -486,6 +537,23 @@ fn unreachable(registry: &str, error: &reqwest::Error) -> anyhow::Error {
         }
         .into();
     }
+    if rustls_error(error).is_some_and(|e| {
+        matches!(
+            e,
+            rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+        )
+    }) {
+        return Unreachable::PlainHttp {
+            registry: registry.to_owned(),
+        }
+        .into();
+    }
+    if let Some(status) = error
+        .status()
+        .filter(|s| *s == StatusCode::UNAUTHORIZED || *s == StatusCode::FORBIDDEN)
+    {
+        return refused_access(registry, &status.to_string());
+    }
     let mut reason = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
@@ -544,15 +612,14 @@ fn certificate_problem(error: &reqwest::Error) -> Option<String> {
     })
 }
 
-/// A 401 or 403: the registry, what it answered, and where this machine's
-/// credentials for it were looked for.
+/// A 401 or 403: the registry and what it answered ([`Registry::within`]
+/// adds where this machine's credentials for it were looked for).
 fn refused_access(registry: &str, answer: &str) -> anyhow::Error {
-    let config = match credentials::docker_config_path() {
-        Some(path) if path.exists() => path.display().to_string(),
-        Some(path) => format!("{}, which does not exist", path.display()),
-        None => "$DOCKER_CONFIG/config.json or ~/.docker/config.json (neither HOME nor DOCKER_CONFIG is set)".into(),
-    };
-    anyhow!("registry {registry} refused access ({answer}); its credentials are read from {config}")
+    Refused {
+        registry: registry.to_owned(),
+        answer: answer.to_owned(),
+    }
+    .into()
 }
 
 /// An `oci-client` error as an outage or a refusal.

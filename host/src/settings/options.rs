@@ -182,6 +182,15 @@ settings! {
             help: "A registry spoken to over plain HTTP, without TLS (a test or an isolated network \
                    only); repeatable, adds to the configuration file's",
         }
+        registry_auth: OptionalPath {
+            flag: "registry-auth",
+            key: "registry_auth",
+            value_name: "FILE",
+            default: None,
+            help: "The Docker config.json holding registry logins (its \"auths\" entries, as `docker \
+                   login` writes them); without it, $DOCKER_CONFIG/config.json, else \
+                   /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json",
+        }
         registry_timeout: Seconds {
             flag: "registry-timeout",
             key: "registry_timeout_secs",

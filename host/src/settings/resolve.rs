@@ -118,6 +118,8 @@ impl ProviderSettings {
 #[derive(Debug, Clone)]
 pub struct RegistrySettings {
     pub ca: Option<PathBuf>,
+    /// `registry_auth`: the registry logins file, when one is named.
+    pub auth: Option<PathBuf>,
     pub insecure: Vec<String>,
     pub timeout: Duration,
 }
@@ -127,6 +129,7 @@ impl RegistrySettings {
         let values = flags.resolve(file)?;
         Ok(Self {
             ca: values.registry_ca,
+            auth: values.registry_auth,
             insecure: values.insecure_registries,
             timeout: values.registry_timeout,
         })
@@ -138,6 +141,7 @@ impl RegistrySettings {
         crate::oci::RegistryConfig {
             ca: self.ca,
             insecure: self.insecure,
+            auth: self.auth,
             timeout: self.timeout,
             deadline,
         }

@@ -33,6 +33,9 @@ pub fn host_toml_template() -> String {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            (Kind::OptionalPath, _) if s.key == "registry_auth" => {
+                "\"/etc/policy-host/docker/config.json\"".to_owned()
+            }
             (Kind::OptionalPath, _) => "\"/etc/policy-host/registry-ca.pem\"".to_owned(),
             (_, Some(default)) => default.to_owned(),
             (_, None) => "\"\"".to_owned(),

@@ -66,6 +66,7 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l jobs -d 
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l settle -d 'How long a unit must stay up after its start or restart job ended for the start to count (same invocation, no automatic restart), in seconds; units started side by side settle side by side; 0 turns it off [default: 1]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l registry-ca -d 'A PEM file of certificate authorities trusted for registries, besides the system\'s' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l insecure-registry -d 'A registry spoken to over plain HTTP, without TLS (a test or an isolated network only); repeatable, adds to the configuration file\'s' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l registry-auth -d 'The Docker config.json holding registry logins (its "auths" entries, as `docker login` writes them); without it, $DOCKER_CONFIG/config.json, else /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l registry-timeout -d 'The longest one registry request may take, in seconds (never past the run\'s wall clock) [default: 30]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand run" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"
@@ -104,6 +105,7 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l json 
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -s h -l help -d 'Print help'
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l registry-ca -d 'A PEM file of certificate authorities trusted for registries, besides the system\'s' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l insecure-registry -d 'A registry spoken to over plain HTTP, without TLS (a test or an isolated network only); repeatable, adds to the configuration file\'s' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l registry-auth -d 'The Docker config.json holding registry logins (its "auths" entries, as `docker login` writes them); without it, $DOCKER_CONFIG/config.json, else /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l registry-timeout -d 'The longest one registry request may take, in seconds (never past the run\'s wall clock) [default: 30]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l config -d 'The host configuration file, for the registry settings [default: /etc/policy-host/host.toml, when it exists]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
@@ -115,6 +117,7 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l trust
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l config -d 'The host configuration file: every setting of the host by its key [default: /etc/policy-host/host.toml, when it exists]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l registry-ca -d 'A PEM file of certificate authorities trusted for registries, besides the system\'s' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l insecure-registry -d 'A registry spoken to over plain HTTP, without TLS (a test or an isolated network only); repeatable, adds to the configuration file\'s' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l registry-auth -d 'The Docker config.json holding registry logins (its "auths" entries, as `docker login` writes them); without it, $DOCKER_CONFIG/config.json, else /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l registry-timeout -d 'The longest one registry request may take, in seconds (never past the run\'s wall clock) [default: 30]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"
@@ -131,6 +134,7 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l trus
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l config -d 'The host configuration file: every setting of the host by its key [default: /etc/policy-host/host.toml, when it exists]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l registry-ca -d 'A PEM file of certificate authorities trusted for registries, besides the system\'s' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l insecure-registry -d 'A registry spoken to over plain HTTP, without TLS (a test or an isolated network only); repeatable, adds to the configuration file\'s' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l registry-auth -d 'The Docker config.json holding registry logins (its "auths" entries, as `docker login` writes them); without it, $DOCKER_CONFIG/config.json, else /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l registry-timeout -d 'The longest one registry request may take, in seconds (never past the run\'s wall clock) [default: 30]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand inspect" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"
