@@ -57,6 +57,7 @@ impl ConfigFile {
         let policies = match table.remove("policy") {
             None => Vec::new(),
             Some(value) => {
+                misplaced_setting(path, text, &value)?;
                 let entries: Vec<PolicyEntry> = value.try_into().with_context(|| {
                     format!(
                         "host configuration {}: `[[policy]]` takes `source` and, optionally, `settings`",
@@ -104,6 +105,34 @@ impl ConfigFile {
     pub fn value(&self, key: &str) -> Option<&toml::Value> {
         self.values.get(key)
     }
+}
+
+/// A setting written after a `[[policy]]` header: TOML reads every key
+/// below the header as that policy's, so a top-level setting placed there
+/// belongs to the policy. Said as such, rather than as an unknown field of
+/// `[[policy]]`.
+fn misplaced_setting(path: &Path, text: &str, policies: &toml::Value) -> anyhow::Result<()> {
+    let tables = policies
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(toml::Value::as_table);
+    for table in tables {
+        for key in table.keys() {
+            let is_setting = all_settings()
+                .any(|s| s.key == key || s.key.split_once('.').is_some_and(|(t, _)| t == key));
+            if is_setting {
+                let line = line_of(text, key)
+                    .map(|n| format!(" (line {n})"))
+                    .unwrap_or_default();
+                bail!(
+                    "host configuration {}: `{key}`{line} is below a `[[policy]]` header, so TOML reads it as that policy's; move it above the first `[[policy]]`",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A path in host.toml, made absolute against its directory; a reference

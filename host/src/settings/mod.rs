@@ -198,6 +198,24 @@ mod tests {
     }
 
     #[test]
+    fn a_setting_below_a_policy_header_is_said_to_belong_above_it() {
+        let text = "[[policy]]\nsource = \"/etc/policy-host/policies\"\nlock_timeout_secs = 30\n";
+        let error = format!("{:#}", file(text).unwrap_err());
+        assert_eq!(
+            error,
+            "host configuration /etc/policy-host/host.toml: `lock_timeout_secs` (line 3) is below a \
+             `[[policy]]` header, so TOML reads it as that policy's; move it above the first `[[policy]]`"
+        );
+        // Anything else in a [[policy]] is still its own mistake.
+        let text = "[[policy]]\nsource = \"a.wasm\"\nsetings = \"s.yaml\"\n";
+        assert!(format!("{:#}", file(text).unwrap_err())
+            .contains("`[[policy]]` takes `source` and, optionally, `settings`"));
+        // Above the header, the same line is a setting.
+        let text = "lock_timeout_secs = 30\n[[policy]]\nsource = \"a.wasm\"\n";
+        assert_eq!(file(text).unwrap().policies.len(), 1);
+    }
+
+    #[test]
     fn allowlists_add_up() {
         let flags = ProviderFlags {
             allow_units: vec!["db".into()],
