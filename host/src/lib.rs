@@ -3,7 +3,8 @@
 //!
 //! The host is the trusted side. It gives a policy exactly six operations
 //! (status, start, stop, restart, enable, disable), re-checks every service
-//! name it receives, and runs `systemctl` itself. All desired-state logic
+//! name it receives, and asks systemd itself (over D-Bus, or with
+//! `systemctl`). All desired-state logic
 //! lives in the policy (see the `guest-sdk` crate).
 
 pub mod admission;
@@ -18,6 +19,7 @@ pub mod limits;
 pub mod lock;
 pub mod logging;
 pub mod oci;
+pub mod program;
 pub mod provider;
 pub mod report;
 pub mod runtime;

@@ -82,11 +82,11 @@ where
         let text = crate::text::truncate(text, MAX_EVENT_TEXT, crate::text::TRUNCATED);
         let mut any = false;
         for line in crate::text::lines(&text) {
-            writeln!(writer, "host: {level}: {line}")?;
+            writeln!(writer, "{}: {level}: {line}", crate::program::name())?;
             any = true;
         }
         if !any {
-            writeln!(writer, "host: {level}:")?;
+            writeln!(writer, "{}: {level}:", crate::program::name())?;
         }
         Ok(())
     }

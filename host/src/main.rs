@@ -19,6 +19,7 @@ fn invoked_name() -> String {
 
 fn main() -> ExitCode {
     let name = invoked_name();
+    policy_host::program::set_name(&name);
     let matches = commands::docs::command(&name).get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

@@ -459,3 +459,34 @@ fn status_says_when_a_unit_is_outside_the_allowlist() {
     // Without an allowlist, both are read.
     assert_code(&status(&[]), 0);
 }
+
+/// Called as `policy-host` (the Debian package's name), every message and
+/// hint names `policy-host`, never `host`.
+#[test]
+fn messages_use_the_name_the_binary_was_called_by() {
+    let fake = web_host();
+    let dir = fake.root().join("bin-renamed");
+    fs::create_dir_all(&dir).unwrap();
+    let renamed = dir.join("policy-host");
+    std::os::unix::fs::symlink(host_binary(), &renamed).unwrap();
+    // An unsigned policy: the refusal says how to sign it.
+    let policy = fake.root().join("unsigned.wasm");
+    fs::copy(policy_wasm("example-policy"), &policy).unwrap();
+    let mut cmd = fake.command(&renamed);
+    cmd.arg("run").arg(&policy).args(run_args());
+    let out = cmd.output().unwrap();
+    assert_code(&out, 1);
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("policy-host: error: "), "{stderr}");
+    assert!(
+        stderr.contains("sign it with `policy-host sign`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("`host "), "{stderr}");
+    // The man page lists only pages that exist.
+    let out = fake.command(&renamed).arg("man").output().unwrap();
+    assert_code(&out, 0);
+    let page = text(&out.stdout);
+    assert!(page.contains("policy\\-host\\-run(8)"), "{page}");
+    assert!(!page.contains("policy\\-host\\-help(8)"), "{page}");
+}

@@ -30,7 +30,9 @@ pub fn completion(shell: clap_complete::Shell, name: &str) -> Vec<u8> {
 /// root): `NAME.8`, whose sections cover every subcommand too, and one page
 /// per subcommand (`NAME-run.8`, ...). File names and contents.
 pub fn man_pages(name: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let command = command(name);
+    // `help` is no page of its own: the SUBCOMMANDS section lists only
+    // pages that exist.
+    let command = command(name).disable_help_subcommand(true);
     let mut pages = Vec::new();
     let mut page = Vec::new();
     let main = clap_mangen::Man::new(command.clone()).section("8");
@@ -354,6 +356,10 @@ mod tests {
             assert!(page.contains(".SH \"EXIT STATUS\""), "{file}");
             assert!(page.contains(".SH \"EXAMPLES\""), "{file}");
             assert!(!page.contains(".SH EXTRA"), "{file}: an empty section");
+            assert!(
+                !page.contains("policy\\-host\\-help(8)"),
+                "{file}: no such page"
+            );
         }
         let run = &pages
             .iter()

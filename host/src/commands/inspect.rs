@@ -58,8 +58,9 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
             let shown = reference.pinned(&pulled.digest).to_string();
             if pulled.kind != Kind::Policy {
                 bail!(
-                    "{shown} is a {} document, not a policy: `host verify` checks its signature",
-                    pulled.kind.what()
+                    "{shown} is a {} document, not a policy: {} checks its signature",
+                    pulled.kind.what(),
+                    crate::program::command("verify")
                 );
             }
             (shown, pulled.bytes, verdict)

@@ -136,11 +136,12 @@ pub fn execute(args: &NewPolicyArgs) -> anyhow::Result<i32> {
     println!("  cd {}", shell_quote(&args.dir.display().to_string()));
     println!("  cargo test");
     println!("  cargo build --release --target wasm32-wasip2");
+    let host = crate::program::name();
     println!(
-        "  host sign {} --key ~/keys/policy-host.key      # host keygen --out ~/keys, once",
+        "  {host} sign {} --key ~/keys/policy-host.key      # {host} keygen --out ~/keys, once",
         created.wasm_path()
     );
-    println!("  host run {} --noop", created.wasm_path());
+    println!("  {host} run {} --noop", created.wasm_path());
     Ok(0)
 }
 
@@ -361,18 +362,19 @@ fn resolve_sdk_path(dir: &Path) -> anyhow::Result<PathBuf> {
 pub fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
     let sdk_path = sdk.dependency_path()?;
     let lib_name = name.replace('-', "_");
+    let host = crate::program::name();
     let (sdk_note, sdk_readme, sdk_patch) = match sdk {
         Sdk::Vendored { version } => (
             format!(
-                "# guest-sdk {version}, copied into {VENDOR}/ by `host new-policy` with the WIT\n\
+                "# guest-sdk {version}, copied into {VENDOR}/ by `{host} new-policy` with the WIT\n\
                  # contract it is built from: the crate needs nothing else to build."
             ),
             format!(
                 "`{VENDOR}/` holds guest-sdk {version} and the WIT contract it is built from,\n\
-                 as the `host` that created this crate ships them: the crate builds\n\
+                 as the `{host}` that created this crate ships them: the crate builds\n\
                  anywhere, and `Cargo.lock` starts with the dependency versions that SDK\n\
                  was tested with. Keep `{VENDOR}/` with the policy's sources. To move to the\n\
-                 SDK of a newer host, run its `host new-policy` into a scratch directory\n\
+                 SDK of a newer host, run its `{host} new-policy` into a scratch directory\n\
                  and replace this `{VENDOR}/` with that one."
             ),
             format!(
@@ -382,8 +384,10 @@ pub fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
             ),
         ),
         Sdk::Path(_) => (
-            "# guest-sdk from a checkout (`host new-policy --sdk-path`).".to_string(),
-            format!("guest-sdk is used from `{sdk_path}` (given to `host new-policy --sdk-path`)."),
+            format!("# guest-sdk from a checkout (`{host} new-policy --sdk-path`)."),
+            format!(
+                "guest-sdk is used from `{sdk_path}` (given to `{host} new-policy --sdk-path`)."
+            ),
             String::new(),
         ),
     };

@@ -119,8 +119,9 @@ fn read_signature(
     let text = match std::fs::metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!(
-                "warning: {} not found: pushing {file_name} unsigned; hosts will refuse it (sign it with `host sign`)",
-                path.display()
+                "warning: {} not found: pushing {file_name} unsigned; hosts will refuse it (sign it with {})",
+                path.display(),
+                crate::program::command("sign")
             );
             return Ok(None);
         }

@@ -36,7 +36,7 @@ pub enum LoadError {
     ForbiddenImport(Untrusted),
     #[error("not a policy component: it does not export `run` and `subscriptions` from world policy-host:policy/policy (its exports: {0})")]
     NotAPolicy(Untrusted),
-    #[error("the policy was built against contract policy-host:policy@{found}, and this host speaks @{CONTRACT_VERSION}: rebuild it with the guest-sdk this host ships (`host new-policy` vendors it)")]
+    #[error("the policy was built against contract policy-host:policy@{found}, and this host speaks @{CONTRACT_VERSION}: rebuild it with the guest-sdk this host ships ({} vendors it)", crate::program::command("new-policy"))]
     ContractVersion { found: Untrusted },
 }
 

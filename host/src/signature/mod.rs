@@ -42,14 +42,14 @@ pub struct Verified {
 /// Why a policy's signature was refused. Each names its cause in one line.
 #[derive(Debug, Error)]
 pub enum SignatureError {
-    #[error("the {what} is not signed: {} not found (sign it with `host sign` or `minisign -S`; --allow-unsigned skips the check for development)", path.display())]
+    #[error("the {what} is not signed: {} not found (sign it with {} or `minisign -S`; --allow-unsigned skips the check for development)", path.display(), crate::program::command("sign"))]
     MissingSignature { what: &'static str, path: PathBuf },
-    #[error("the {what} is not signed: the registry lists no signature for {reference} (sign the file with `host sign` and push it again: `host push` sends FILE.minisig with it; --allow-unsigned skips the check for development)")]
+    #[error("the {what} is not signed: the registry lists no signature for {reference} (sign the file with {} and push it again: {} sends FILE.minisig with it; --allow-unsigned skips the check for development)", crate::program::command("sign"), crate::program::command("push"))]
     NoSignatureReferrer {
         what: &'static str,
         reference: String,
     },
-    #[error("the signature names no file: its trusted comment {comment:?} has no `file:` field, so it cannot be bound to a name (sign with `host sign` or `minisign -S`)")]
+    #[error("the signature names no file: its trusted comment {comment:?} has no `file:` field, so it cannot be bound to a name (sign with {} or `minisign -S`)", crate::program::command("sign"))]
     UnnamedSignature { comment: String },
     #[error("signed as {signed:?}, not as {name:?}: a signature is valid only for the file name it was made for")]
     WrongName { signed: String, name: String },
@@ -59,7 +59,7 @@ pub enum SignatureError {
     UntrustedKey { key_id: String, trusted: String },
     #[error("bad signature by key {key_id}: {name} was changed after it was signed")]
     BadSignature { key_id: String, name: String },
-    #[error("legacy (non-prehashed) minisign signature refused; sign again with `host sign` or minisign 0.8 or later")]
+    #[error("legacy (non-prehashed) minisign signature refused; sign again with {} or minisign 0.8 or later", crate::program::command("sign"))]
     LegacySignature,
     #[error("trusted key file {} is malformed: {reason}", path.display())]
     MalformedKey { path: PathBuf, reason: String },
