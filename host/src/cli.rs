@@ -171,6 +171,11 @@ pub struct PushArgs {
     #[arg(value_name = "REFERENCE")]
     pub reference: String,
 
+    /// Push a file with no FILE.minisig, or one signed under another name than
+    /// the repository binds (hosts refuse it: for a test registry only).
+    #[arg(long)]
+    pub allow_unsigned: bool,
+
     #[command(flatten)]
     pub registry: RegistryFlags,
 

@@ -64,11 +64,16 @@ impl Machine {
     }
 
     fn push(&self, file: &Path, reference: &str) -> Run {
+        self.push_with(file, reference, &[])
+    }
+
+    fn push_with(&self, file: &Path, reference: &str, args: &[&str]) -> Run {
         let mut cmd = Command::new(host_binary());
         cmd.arg("push")
             .arg(file)
             .arg(reference)
-            .args(&self.registry_args);
+            .args(&self.registry_args)
+            .args(args);
         run(cmd)
     }
 
@@ -284,13 +289,24 @@ fn unsigned_tampered_untrusted_misnamed_and_two_layer_artifacts_are_refused() {
     let settings_ref = registry.reference("settings/web:prod");
     m.pushed(&m.settings("web.yaml", START_WEB, true), &settings_ref);
 
-    // Unsigned: pushed with a warning, refused by the host.
+    // Unsigned: push refuses it; pushed anyway, the host refuses it.
     let unsigned = m.path("web.wasm");
     fs::copy(policy_wasm("manifest-policy"), &unsigned).unwrap();
-    let r = m.push(&unsigned, &registry.reference("policies/unsigned/web:1"));
+    let unsigned_ref = registry.reference("policies/unsigned/web:1");
+    let r = m.push(&unsigned, &unsigned_ref);
+    r.assert_exit(1);
+    assert!(
+        r.stderr
+            .contains("web.wasm is unsigned, and hosts refuse it")
+            && r.stderr.contains("nothing was pushed"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(registry.requests("PUT /v2/policies/unsigned/web/"), 0);
+    let r = m.push_with(&unsigned, &unsigned_ref, &["--allow-unsigned"]);
     r.assert_exit(0);
     assert!(
-        r.stderr.contains("pushing web.wasm unsigned"),
+        r.stderr.contains("pushed anyway (--allow-unsigned)"),
         "{}",
         r.stderr
     );
@@ -326,9 +342,21 @@ fn unsigned_tampered_untrusted_misnamed_and_two_layer_artifacts_are_refused() {
     );
     m.assert_refused(&r, "signature by untrusted key");
 
-    // Signed as db.wasm, pushed where hosts expect web.wasm.
+    // Signed as db.wasm, pushed where hosts expect web.wasm: push refuses
+    // it; pushed anyway, the host refuses it.
     let db = m.policy("db.wasm");
     let r = m.push(&db, &registry.reference("policies/web:misnamed"));
+    r.assert_exit(1);
+    assert!(
+        r.stderr.contains("expect web.wasm") && r.stderr.contains("nothing was pushed"),
+        "{}",
+        r.stderr
+    );
+    let r = m.push_with(
+        &db,
+        &registry.reference("policies/web:misnamed"),
+        &["--allow-unsigned"],
+    );
     r.assert_exit(0);
     assert!(r.stderr.contains("expect web.wasm"), "{}", r.stderr);
     let r = m.run_refs(&registry.reference("policies/web:misnamed"), &settings_ref);
@@ -640,7 +668,8 @@ fn verify_inspect_and_push_take_references_and_digest_pins() {
     fs::create_dir_all(unsigned.parent().unwrap()).unwrap();
     fs::copy(policy_wasm("manifest-policy"), &unsigned).unwrap();
     let unsigned_ref = registry.reference("policies/unsigned/web:1");
-    m.push(&unsigned, &unsigned_ref).assert_exit(0);
+    m.push_with(&unsigned, &unsigned_ref, &["--allow-unsigned"])
+        .assert_exit(0);
     let r = host(&[&os("verify"), &os(&unsigned_ref)]);
     r.assert_exit(1);
     assert!(r.stdout.starts_with("invalid: oci://"), "{}", r.stdout);

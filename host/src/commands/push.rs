@@ -7,8 +7,9 @@
 //!
 //! Pushing checks what it can without the hosts' keys: the file is a
 //! component (or UTF-8 text), and its signature names the file a host will
-//! expect from that repository. An unsigned or misnamed push is not refused
-//! (a host refuses it), but said.
+//! expect from that repository. A file that every host would refuse
+//! (unsigned, or signed under another name) is not pushed, unless
+//! `--allow-unsigned` says so (a test registry).
 
 use std::time::{Duration, SystemTime};
 
@@ -118,11 +119,15 @@ fn read_signature(
     let path = signature_path_for(&args.file);
     let text = match std::fs::metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!(
-                "warning: {} not found: pushing {file_name} unsigned; hosts will refuse it (sign it with {})",
+            let problem = format!(
+                "{} not found: {file_name} is unsigned, and hosts refuse it (sign it with {})",
                 path.display(),
                 crate::program::command("sign")
             );
+            if !args.allow_unsigned {
+                bail!("{problem}; nothing was pushed (--allow-unsigned pushes it anyway)");
+            }
+            eprintln!("warning: {problem}; pushed anyway (--allow-unsigned)");
             return Ok(None);
         }
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
@@ -148,12 +153,18 @@ fn read_signature(
     };
     match claims.file.as_deref() {
         Some(signed) if expected.iter().any(|e| e == signed) => {}
-        signed => eprintln!(
-            "warning: {} is signed as {:?}, but hosts pulling {reference} expect {}: they will refuse it",
-            path.display(),
-            signed.unwrap_or("(no file name)"),
-            expected.join(" or ")
-        ),
+        signed => {
+            let problem = format!(
+                "{} is signed as {:?}, but hosts pulling {reference} expect {}: they refuse it (push it to a repository named after the file, or sign a file of that name)",
+                path.display(),
+                signed.unwrap_or("(no file name)"),
+                expected.join(" or ")
+            );
+            if !args.allow_unsigned {
+                bail!("{problem}; nothing was pushed (--allow-unsigned pushes it anyway)");
+            }
+            eprintln!("warning: {problem}; pushed anyway (--allow-unsigned)");
+        }
     }
     Ok(Some(Signature {
         text: text.into_bytes(),
