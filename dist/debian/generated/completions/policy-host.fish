@@ -111,6 +111,7 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l config 
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l log-level -d 'The least severe diagnostics shown (error, warn, info, debug, trace); RUST_LOG overrides it' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l allow-unsigned -d 'Push a file with no FILE.minisig, or one signed under another name than the repository binds (hosts refuse it: for a test registry only)'
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -s h -l help -d 'Print help'
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l trusted-key -d 'A trusted public key file (minisign format). Repeatable. When none is given, every *.pub file in --trusted-keys-dir is trusted' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand verify" -l trusted-keys-dir -d 'The system directory of trusted *.pub keys, used when no --trusted-key is given [default: /etc/policy-host/trusted-keys]' -r -F
