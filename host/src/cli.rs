@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::settings::{ProviderFlags, RegistryFlags, RunFlags, TrustFlags};
+use crate::settings::{ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -61,9 +61,10 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The policy to inspect: a file, or an oci://REGISTRY/REPOSITORY:TAG reference
-    /// (pulled from the registry now, kept nowhere).
-    #[arg(value_name = "POLICY|REFERENCE")]
+    /// The policy (*.wasm) or settings document (*.yaml, *.yml, *.json) to inspect: a
+    /// file, or an oci://REGISTRY/REPOSITORY:TAG reference (pulled from the registry
+    /// now, kept nowhere).
+    #[arg(value_name = "FILE|REFERENCE")]
     pub policy: String,
 
     #[command(flatten)]
@@ -197,6 +198,9 @@ pub struct VerifyArgs {
     pub trust: TrustArgs,
 
     #[command(flatten)]
+    pub state_flags: StateFlags,
+
+    #[command(flatten)]
     pub registry: RegistryFlags,
 }
 
@@ -265,6 +269,9 @@ pub struct RunArgs {
     pub provider_flags: ProviderFlags,
 
     #[command(flatten)]
+    pub state_flags: StateFlags,
+
+    #[command(flatten)]
     pub run_flags: RunFlags,
 
     #[command(flatten)]
@@ -310,9 +317,13 @@ mod tests {
             panic!("not run")
         };
         let file = crate::settings::ConfigFile::default();
-        let settings =
-            crate::settings::RunSettings::resolve(&args.run_flags, &args.provider_flags, &file)
-                .unwrap();
+        let settings = crate::settings::RunSettings::resolve(
+            &args.run_flags,
+            &args.provider_flags,
+            &args.state_flags,
+            &file,
+        )
+        .unwrap();
         assert_eq!(settings.limits.memory_bytes, 32 << 20);
         assert_eq!(settings.allow.unwrap().patterns(), ["a", "b"]);
         let trust =

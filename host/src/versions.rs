@@ -111,6 +111,20 @@ impl Versions {
         Ok(())
     }
 
+    /// The version of `version`'s name and key accepted here, if any: its
+    /// signing time.
+    pub fn accepted(&self, version: &Version) -> Option<u64> {
+        self.record
+            .versions
+            .get(&version.key())
+            .map(|seen| seen.signed_at)
+    }
+
+    /// When `signed_at` is written as a date (RFC 3339, UTC).
+    pub fn when(signed_at: u64) -> String {
+        when(signed_at)
+    }
+
     /// Records `version` as accepted (a rollback run on purpose also becomes
     /// the accepted one: the operator chose it). Returns whether the record
     /// changed, so an unchanged record is not written again on every run.

@@ -690,13 +690,34 @@ fn verify_inspect_and_push_take_references_and_digest_pins() {
         assert_eq!(remote_view[field], file_view[field], "{field}");
     }
     assert_eq!(remote_view["signature"]["status"], "valid");
-    let r = host(&[&os("inspect"), &os(&settings_ref)]);
-    r.assert_exit(1);
-    assert!(
-        r.stderr.contains("is a settings document, not a policy"),
-        "{}",
-        r.stderr
+    // A settings document: what it is and who signed it, from the registry
+    // as from the file.
+    let settings_file = host(&[
+        &os("inspect"),
+        &os("--json"),
+        m.path("web.yaml").as_os_str(),
+    ]);
+    settings_file.assert_exit(0);
+    let settings_remote = host(&[&os("inspect"), &os("--json"), &os(&settings_ref)]);
+    settings_remote.assert_exit(0);
+    let (settings_file, settings_remote): (Value, Value) =
+        (settings_file.json(), settings_remote.json());
+    assert_eq!(
+        settings_remote["kind"], "settings document (YAML, read by the policy)",
+        "{settings_remote:#}"
     );
+    for field in ["sha256", "size", "kind", "lines", "signature"] {
+        assert_eq!(settings_remote[field], settings_file[field], "{field}");
+    }
+    assert_eq!(settings_remote["signature"]["status"], "valid");
+    assert!(settings_remote["signature"]["trusted_comment"]
+        .as_str()
+        .unwrap()
+        .contains("file:web.yaml"));
+    let human = host(&[&os("inspect"), &os(&settings_ref)]);
+    human.assert_exit(0);
+    assert!(human.stdout.contains("lines:"), "{}", human.stdout);
+    assert!(!human.stdout.contains("imports:"), "{}", human.stdout);
 
     // push: a pin the file makes is pushed under its tag, or by digest alone.
     let policy = m.path("web.wasm");

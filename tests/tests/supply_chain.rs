@@ -121,6 +121,8 @@ impl Machine {
             .arg(file)
             .arg("--trusted-key")
             .arg(&self.public)
+            .arg("--state-dir")
+            .arg(self.path("state"))
             .output()
             .unwrap();
         (
@@ -283,6 +285,10 @@ fn an_older_signed_version_is_refused_unless_rollback_is_allowed() {
                 .unwrap()
                 .contains("1700000000")
     );
+    // `verify` says this machine would take it: nothing accepted yet.
+    let (valid, said) = m.verify(&policy);
+    assert!(valid, "{said}");
+    assert!(said.starts_with("valid: "), "{said}");
     // Then for real: it runs and is remembered.
     m.run(&policy, &site, &[]).assert_exit(0);
     let state = fs::read_to_string(m.path("state/versions.json")).unwrap();
@@ -294,8 +300,18 @@ fn an_older_signed_version_is_refused_unless_rollback_is_allowed() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 
-    // Version 1, older, with a valid signature: refused, naming both versions.
+    // Version 1, older, with a valid signature: refused, naming both
+    // versions; `verify` says so first, and answers 1.
     m.minisign(&policy, Some(&at(1_600_000_000)));
+    let (valid, said) = m.verify(&policy);
+    assert!(!valid, "{said}");
+    assert!(
+        said.starts_with(
+            "valid, but older than the version this machine accepted (this one was signed \
+             2020-09-13T12:26:40Z; the web.wasm by key "
+        ) && said.contains("accepted here was signed 2023-11-14T22:13:20Z): a run refuses it"),
+        "{said}"
+    );
     m.fake.clear_calls();
     let r = m.run(&policy, &site, &[]);
     m.assert_refused(

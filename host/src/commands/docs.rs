@@ -113,8 +113,8 @@ fn render_tail(
             ("2", "a mistake on the command line"),
         ],
         Some("verify") => &[
-            ("0", "valid: signed by a trusted key for this file name"),
-            ("1", "invalid (the reason is printed), or the file or reference could not be read"),
+            ("0", "valid: signed by a trusted key for this file name, and not older than what this machine accepted"),
+            ("1", "invalid, or valid but refused by this machine's rollback record (the reason is printed), or the file or reference could not be read"),
             ("2", "a mistake on the command line"),
         ],
         Some(_) => &[
@@ -149,7 +149,13 @@ fn render_tail(
             LOGINS,
         ],
         Some("status" | "config-template") => &[CONFIG],
-        Some("verify" | "inspect") => &[CONFIG, KEYS, LOGINS],
+        Some("verify") => &[
+            CONFIG,
+            KEYS,
+            ("/var/lib/policy-host/versions.json", "the newest version of each file name and key this machine accepted (state_dir): a valid but older signature is refused here"),
+            LOGINS,
+        ],
+        Some("inspect") => &[CONFIG, KEYS, LOGINS],
         Some("push") => &[CONFIG, LOGINS],
         Some(_) => &[],
     };

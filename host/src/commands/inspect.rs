@@ -1,11 +1,14 @@
-//! `host inspect POLICY|REFERENCE`: what a policy is, what it asks for, who
-//! signed it. A reference is pulled from its registry now and its signature
-//! checked as `run` checks it; `file` then names the digest it pointed to.
+//! `host inspect FILE|REFERENCE`: what a policy is, what it asks for, who
+//! signed it; for a settings document, what it is and who signed it. A
+//! reference is pulled from its registry now and its signature checked as
+//! `run` checks it; `file` then names the digest it pointed to.
 //!
 //! Inspecting compiles the component (to read its imports and exports) but
-//! never instantiates or runs it.
+//! never instantiates or runs it. A settings document is the policy's to
+//! read: the host shows its size, digest, lines and signature, never its
+//! meaning.
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
@@ -31,6 +34,9 @@ struct Inspection {
     problem: Option<String>,
     imports: Vec<String>,
     exports: Vec<String>,
+    /// A settings document's lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lines: Option<usize>,
     signature: SignatureStatus,
 }
 
@@ -45,25 +51,23 @@ struct SignatureStatus {
 pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
     let file = ConfigFile::load(args.trust.config.as_deref())?;
     let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
-    let (shown, bytes, verdict) = match Location::parse(&args.policy)? {
+    let (shown, bytes, verdict, kind) = match Location::parse(&args.policy)? {
         Location::File(path) => {
             let bytes =
                 std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            let verdict = trust.verify("policy", &path, &bytes);
-            (path.display().to_string(), bytes, verdict)
+            // By its name, as `push` tells them apart; a policy otherwise.
+            let kind = path
+                .file_name()
+                .and_then(|n| Kind::of_file(&n.to_string_lossy()).ok())
+                .unwrap_or(Kind::Policy);
+            let verdict = trust.verify(kind.noun(), &path, &bytes);
+            (path.display().to_string(), bytes, verdict, kind)
         }
         Location::Oci(reference) => {
             let registry = super::registry_client(&args.registry, &file)?;
             let (pulled, verdict) = examine_reference(&registry, &trust, &reference)?;
             let shown = reference.pinned(&pulled.digest).to_string();
-            if pulled.kind != Kind::Policy {
-                bail!(
-                    "{shown} is a {} document, not a policy: {} checks its signature",
-                    pulled.kind.what(),
-                    crate::program::command("verify")
-                );
-            }
-            (shown, pulled.bytes, verdict)
+            (shown, pulled.bytes, verdict, pulled.kind)
         }
     };
     let mut inspection = Inspection {
@@ -75,8 +79,13 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
         problem: None,
         imports: Vec::new(),
         exports: Vec::new(),
+        lines: None,
         signature: signature_status(verdict),
     };
+    if kind == Kind::Settings {
+        inspect_settings(&mut inspection, &bytes);
+        return print(&inspection, args.json);
+    }
     match check_header(&bytes) {
         Err(LoadError::CoreModule) => inspection.kind = "core module".into(),
         Err(e) => inspection.kind = format!("not a component: {e}"),
@@ -95,10 +104,36 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&inspection)?);
+    print(&inspection, args.json)
+}
+
+/// What the host can say of a settings document without reading it as the
+/// policy does: YAML or JSON (by its first character, as the SDK decides),
+/// UTF-8 or not, how many lines.
+fn inspect_settings(inspection: &mut Inspection, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            let trimmed = text.trim_start();
+            let format = if trimmed.starts_with('{') || trimmed.starts_with('[') {
+                "JSON"
+            } else {
+                "YAML"
+            };
+            inspection.kind = format!("settings document ({format}, read by the policy)");
+            inspection.lines = Some(text.lines().count());
+        }
+        Err(e) => {
+            inspection.kind = "settings document".into();
+            inspection.problem = Some(format!("not UTF-8 text ({e}): the policy cannot read it"));
+        }
+    }
+}
+
+fn print(inspection: &Inspection, json: bool) -> anyhow::Result<i32> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(inspection)?);
     } else {
-        print!("{}", render(&inspection));
+        print!("{}", render(inspection));
     }
     Ok(0)
 }
@@ -142,8 +177,12 @@ fn render(i: &Inspection) -> String {
         }
         (None, None) => {}
     }
-    let _ = writeln!(out, "imports:   {}", list(&i.imports));
-    let _ = writeln!(out, "exports:   {}", list(&i.exports));
+    if let Some(lines) = i.lines {
+        let _ = writeln!(out, "lines:     {lines}");
+    } else if !i.kind.starts_with("settings") {
+        let _ = writeln!(out, "imports:   {}", list(&i.imports));
+        let _ = writeln!(out, "exports:   {}", list(&i.exports));
+    }
     let s = &i.signature;
     match (&s.key_id, &s.detail) {
         (Some(key), _) => {

@@ -15,6 +15,8 @@ pub enum Scope {
     Trust,
     /// `run` and `status`: how systemd is asked.
     Provider,
+    /// `run` and `verify`: what the host remembers between runs.
+    State,
     /// `run` only.
     Run,
     /// `run` and `push`: how registries are reached.

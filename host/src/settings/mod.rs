@@ -55,7 +55,7 @@ pub mod value;
 
 pub use declare::{Scope, Setting};
 pub use file::{ConfigFile, PolicyEntry, DEFAULT_CONFIG_FILE};
-pub use options::{all_settings, ProviderFlags, RegistryFlags, RunFlags, TrustFlags};
+pub use options::{all_settings, ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags};
 pub use resolve::{resolve_trust, ProviderSettings, RegistrySettings, RunSettings};
 pub use template::{host_toml_template, BUILT_IN_POLICY_EXAMPLE};
 pub use value::{Kind, Source};
@@ -72,7 +72,12 @@ mod tests {
     }
 
     fn run(flags: RunFlags, text: &str) -> anyhow::Result<RunSettings> {
-        RunSettings::resolve(&flags, &ProviderFlags::default(), &file(text)?)
+        RunSettings::resolve(
+            &flags,
+            &ProviderFlags::default(),
+            &StateFlags::default(),
+            &file(text)?,
+        )
     }
 
     fn error(flags: RunFlags, text: &str) -> String {
@@ -190,8 +195,13 @@ mod tests {
             let uncommented = template.replacen(line, &line[1..], 1);
             let config = file(&uncommented).unwrap_or_else(|e| panic!("{line}: {e:#}"));
             assert!(config.value(s.key).is_some(), "{line}");
-            RunSettings::resolve(&RunFlags::default(), &ProviderFlags::default(), &config)
-                .unwrap_or_else(|e| panic!("{line}: {e:#}"));
+            RunSettings::resolve(
+                &RunFlags::default(),
+                &ProviderFlags::default(),
+                &StateFlags::default(),
+                &config,
+            )
+            .unwrap_or_else(|e| panic!("{line}: {e:#}"));
             RegistrySettings::resolve(&RegistryFlags::default(), &config)
                 .unwrap_or_else(|e| panic!("{line}: {e:#}"));
         }
@@ -222,7 +232,13 @@ mod tests {
             ..ProviderFlags::default()
         };
         let config = file("allow_units = [\"web-*\"]\n").unwrap();
-        let settings = RunSettings::resolve(&RunFlags::default(), &flags, &config).unwrap();
+        let settings = RunSettings::resolve(
+            &RunFlags::default(),
+            &flags,
+            &StateFlags::default(),
+            &config,
+        )
+        .unwrap();
         assert_eq!(settings.allow.unwrap().patterns(), ["web-*", "db"]);
     }
 

@@ -59,6 +59,21 @@ settings! {
         }
     }
 
+    /// The command-line flags of the settings `run` and `verify` share:
+    /// what the host remembers between runs.
+    State: StateFlags => StateValues {
+        state_dir: AnyPath {
+            flag: "state-dir",
+            key: "state_dir",
+            value_name: "DIR",
+            default: Some("/var/lib/policy-host"),
+            help: "Where the host keeps what it must remember between runs (root-only): the newest \
+                   signed version of each policy and settings file accepted, for rollback protection \
+                   (versions.json), and what each service's file# and package# subscriptions last \
+                   saw (subscriptions.json)",
+        }
+    }
+
     /// The command-line flags of the settings of `run` alone.
     Run: RunFlags => RunValues {
         cpu_time: Seconds {
@@ -117,16 +132,6 @@ settings! {
             value_name: "SECS",
             default: Some("600"),
             help: "How long to wait for another run to release the lock, in seconds",
-        }
-        state_dir: AnyPath {
-            flag: "state-dir",
-            key: "state_dir",
-            value_name: "DIR",
-            default: Some("/var/lib/policy-host"),
-            help: "Where the host keeps what it must remember between runs (root-only): the newest \
-                   signed version of each policy and settings file accepted, for rollback protection \
-                   (versions.json), and what each service's file# and package# subscriptions last \
-                   saw (subscriptions.json)",
         }
         cache_dir: AnyPath {
             flag: "cache-dir",
@@ -206,6 +211,7 @@ pub fn all_settings() -> impl Iterator<Item = &'static Setting> {
     TrustFlags::SETTINGS
         .iter()
         .chain(ProviderFlags::SETTINGS)
+        .chain(StateFlags::SETTINGS)
         .chain(RunFlags::SETTINGS)
         .chain(RegistryFlags::SETTINGS)
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::file::ConfigFile;
-use super::options::{ProviderFlags, RegistryFlags, RunFlags, TrustFlags};
+use super::options::{ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags};
 use crate::limits::Limits;
 use crate::provider::{StatusVia, UnitAllowlist};
 use crate::signature::Trust;
@@ -48,8 +48,10 @@ impl RunSettings {
     pub fn resolve(
         flags: &RunFlags,
         provider: &ProviderFlags,
+        state: &StateFlags,
         file: &ConfigFile,
     ) -> anyhow::Result<Self> {
+        let state_dir = state.resolve(file)?.state_dir;
         let ProviderSettings {
             systemctl_timeout,
             status_via,
@@ -73,7 +75,7 @@ impl RunSettings {
             lock_file: values.lock_file,
             lock_timeout: values.lock_timeout,
             cache_dir: values.cache_dir,
-            state_dir: values.state_dir,
+            state_dir,
             watch_paths: values.watch_paths,
         })
     }
@@ -83,6 +85,7 @@ impl RunSettings {
         Self::resolve(
             &RunFlags::default(),
             &ProviderFlags::default(),
+            &StateFlags::default(),
             &ConfigFile::default(),
         )
         .expect("the declared defaults are valid")

@@ -38,7 +38,12 @@ impl<'a> Plan<'a> {
     /// and the jobs; fails, with nothing changed, on any mistake in them.
     pub(super) fn resolve(args: &'a RunArgs, started: Instant) -> anyhow::Result<Self> {
         let file = ConfigFile::load(args.trust.config.as_deref())?;
-        let settings = RunSettings::resolve(&args.run_flags, &args.provider_flags, &file)?;
+        let settings = RunSettings::resolve(
+            &args.run_flags,
+            &args.provider_flags,
+            &args.state_flags,
+            &file,
+        )?;
         let versions = Versions::open(&settings.state_dir)?;
         check_outputs(args, &settings)?;
         let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
@@ -229,7 +234,13 @@ mod tests {
     fn a_run_of_local_files_opens_no_registry_session() {
         let args = run_args(&["a.wasm"]);
         let file = ConfigFile::default();
-        let settings = RunSettings::resolve(&args.run_flags, &args.provider_flags, &file).unwrap();
+        let settings = RunSettings::resolve(
+            &args.run_flags,
+            &args.provider_flags,
+            &args.state_flags,
+            &file,
+        )
+        .unwrap();
         let jobs = jobs(&args, &file).unwrap();
         let remote = remote(&jobs, &args, &file, &settings, Instant::now()).unwrap();
         assert!(remote.is_none());
