@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::settings::{ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags};
+use crate::settings::{
+    OutputFlags, ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -232,14 +234,6 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Also write the JSON report to FILE, atomically (the last run's report).
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
-
-    /// Write Prometheus metrics to FILE, atomically (for node_exporter's textfile collector).
-    #[arg(long, value_name = "FILE")]
-    pub metrics: Option<PathBuf>,
-
     /// List every provider call with its duration.
     #[arg(short, long, conflicts_with = "quiet")]
     pub verbose: bool,
@@ -270,6 +264,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub state_flags: StateFlags,
+
+    #[command(flatten)]
+    pub output_flags: OutputFlags,
 
     #[command(flatten)]
     pub run_flags: RunFlags,

@@ -316,6 +316,16 @@ fn install_configure_run_upgrade_remove_and_purge() {
     let noop = s.ok(&["policy-host", "run", "--noop"]);
     assert!(noop.contains("pkg-web"), "{noop}");
     assert_eq!(sandbox.is_active("pkg-web"), "inactive");
+    // A run by hand writes the report and metrics host.toml names, as the
+    // timer's runs do: monitoring sees it.
+    let by_hand: Value =
+        serde_json::from_str(&s.ok(&["cat", "/var/lib/policy-host/last-run.json"])).unwrap();
+    assert_eq!(by_hand["noop"], true, "{by_hand:#}");
+    s.ok(&[
+        "test",
+        "-s",
+        "/var/lib/prometheus/node-exporter/policy-host.prom",
+    ]);
     let started = sandbox.exec(&["systemctl", "start", "policy-host.service"]);
     assert!(
         started.status.success(),

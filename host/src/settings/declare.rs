@@ -17,6 +17,8 @@ pub enum Scope {
     Provider,
     /// `run` and `verify`: what the host remembers between runs.
     State,
+    /// `run` only: where its report and metrics are written.
+    Outputs,
     /// `run` only.
     Run,
     /// `run` and `push`: how registries are reached.

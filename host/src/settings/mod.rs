@@ -55,7 +55,10 @@ pub mod value;
 
 pub use declare::{Scope, Setting};
 pub use file::{ConfigFile, PolicyEntry, DEFAULT_CONFIG_FILE};
-pub use options::{all_settings, ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags};
+pub use options::{
+    all_settings, OutputFlags, OutputValues, ProviderFlags, RegistryFlags, RunFlags, StateFlags,
+    TrustFlags,
+};
 pub use resolve::{resolve_trust, ProviderSettings, RegistrySettings, RunSettings};
 pub use template::{host_toml_template, BUILT_IN_POLICY_EXAMPLE};
 pub use value::{Kind, Source};
@@ -185,8 +188,25 @@ mod tests {
         let config = file(&template).unwrap();
         assert!(config.policies.is_empty());
         run(RunFlags::default(), &template).unwrap();
+        // The two the package sets are set, to where the package's unit
+        // and monitoring expect them.
+        let outputs = OutputFlags::default().resolve(&config).unwrap();
+        assert_eq!(
+            outputs.report_file.as_deref(),
+            Some(std::path::Path::new("/var/lib/policy-host/last-run.json"))
+        );
+        assert_eq!(
+            outputs.metrics_file.as_deref(),
+            Some(std::path::Path::new(
+                "/var/lib/prometheus/node-exporter/policy-host.prom"
+            ))
+        );
         for s in all_settings() {
             let key = s.key.rsplit('.').next().unwrap();
+            if ["report_file", "metrics_file"].contains(&key) {
+                assert!(template.contains(&format!("\n{key} = ")), "{key}");
+                continue;
+            }
             let line = template
                 .lines()
                 .find(|l| l.starts_with(&format!("#{key} = ")))

@@ -74,6 +74,27 @@ settings! {
         }
     }
 
+    /// The command-line flags of where `run` writes its report and metrics
+    /// (resolved on their own: a run that could not happen writes them too).
+    Outputs: OutputFlags => OutputValues {
+        report_file: OptionalPath {
+            flag: "report",
+            key: "report_file",
+            value_name: "FILE",
+            default: None,
+            help: "Also write the JSON report to FILE, atomically (the last run's report); in \
+                   host.toml, manual runs write it too, so monitoring sees them",
+        }
+        metrics_file: OptionalPath {
+            flag: "metrics",
+            key: "metrics_file",
+            value_name: "FILE",
+            default: None,
+            help: "Write Prometheus metrics to FILE, atomically (for node_exporter's textfile \
+                   collector; a missing directory is created, 0755)",
+        }
+    }
+
     /// The command-line flags of the settings of `run` alone.
     Run: RunFlags => RunValues {
         cpu_time: Seconds {
@@ -212,6 +233,7 @@ pub fn all_settings() -> impl Iterator<Item = &'static Setting> {
         .iter()
         .chain(ProviderFlags::SETTINGS)
         .chain(StateFlags::SETTINGS)
+        .chain(OutputFlags::SETTINGS)
         .chain(RunFlags::SETTINGS)
         .chain(RegistryFlags::SETTINGS)
 }

@@ -5,6 +5,10 @@ use super::declare::Setting;
 use super::options::all_settings;
 use super::value::Kind;
 
+/// The settings the packaged host.toml sets (uncommented, at the example
+/// value): where every run writes its report and metrics.
+const PACKAGE_SETS: [&str; 2] = ["report_file", "metrics_file"];
+
 /// The packaged `/etc/policy-host/host.toml`: every setting, commented out
 /// at its default and explained, and how to list policies. Generated from
 /// the declared settings, so it never drifts from the options.
@@ -14,7 +18,8 @@ pub fn host_toml_template() -> String {
         "# /etc/policy-host/host.toml: the settings of policy host on this machine.\n\
          #\n\
          # Every setting is listed below at its default, commented out: uncomment a line to\n\
-         # change it. The command line overrides this file (policy-host(8)). An unknown key or a\n\
+         # change it (report_file and metrics_file are set: every run writes them, by the timer\n\
+         # or by hand). The command line overrides this file (policy-host(8)). An unknown key or a\n\
          # bad value stops every run with an error that names it.\n\
          #\n\
          # `policy-host run` with no policy named runs the [[policy]] list at the end, in order.\n\
@@ -35,6 +40,12 @@ pub fn host_toml_template() -> String {
             ),
             (Kind::OptionalPath, _) if s.key == "registry_auth" => {
                 "\"/etc/policy-host/docker/config.json\"".to_owned()
+            }
+            (Kind::OptionalPath, _) if s.key == "report_file" => {
+                "\"/var/lib/policy-host/last-run.json\"".to_owned()
+            }
+            (Kind::OptionalPath, _) if s.key == "metrics_file" => {
+                "\"/var/lib/prometheus/node-exporter/policy-host.prom\"".to_owned()
             }
             (Kind::OptionalPath, _) => "\"/etc/policy-host/registry-ca.pem\"".to_owned(),
             (_, Some(default)) => default.to_owned(),
@@ -62,7 +73,10 @@ pub fn host_toml_template() -> String {
             (_, None) => "none".to_owned(),
         };
         let _ = writeln!(out, "# (command line: --{}; default: {default})", s.flag);
-        let _ = writeln!(out, "#{key} = {}", value(s));
+        // Set by the package, so that every run writes them, by the timer
+        // or by hand: monitoring reads them.
+        let set = PACKAGE_SETS.contains(&s.key);
+        let _ = writeln!(out, "{}{key} = {}", if set { "" } else { "#" }, value(s));
     };
     for s in all_settings().filter(|s| !s.key.contains('.')) {
         entry(&mut out, s, s.key);

@@ -32,7 +32,8 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     if let Err(e) = interrupt::install() {
         tracing::warn!("SIGTERM, SIGINT and SIGHUP are not handled in order: {e}");
     }
-    let result = converge(args, started);
+    let outputs = outputs::Outputs::resolve(args);
+    let result = converge(args, &outputs, started);
     // What the run did is printed first, whatever then happens to the
     // files: a full disk must not hide that a service was started.
     let printed = match &result {
@@ -40,7 +41,7 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
         Err(_) => Ok(()),
     };
     let report = result.as_ref().map(|(report, _)| report);
-    let failures = outputs::write(args, report, started);
+    let failures = outputs::write(&outputs, report, started);
     // The lock is held until the outputs are written: the next run's
     // clean-up of temporary files never meets this run's.
     let (report, _lock) = match result {
@@ -63,8 +64,12 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
 }
 
 /// The run's phases, in order.
-fn converge(args: &RunArgs, started: Instant) -> anyhow::Result<(Report, RunLock)> {
-    let plan = Plan::resolve(args, started)?;
+fn converge(
+    args: &RunArgs,
+    outputs: &outputs::Outputs,
+    started: Instant,
+) -> anyhow::Result<(Report, RunLock)> {
+    let plan = Plan::resolve(args, outputs, started)?;
     let admitted = AdmittedRun::admit(&plan)?;
     Session::begin(&plan, admitted)?.converge()
 }

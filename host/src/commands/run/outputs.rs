@@ -2,6 +2,7 @@
 //! metrics files, written whatever the run's outcome.
 
 use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use anyhow::Context as _;
@@ -9,6 +10,62 @@ use anyhow::Context as _;
 use crate::atomic_file;
 use crate::cli::RunArgs;
 use crate::report::{render_human, render_metrics, Report, Style, Verbosity};
+use crate::settings::ConfigFile;
+
+/// Where the report and the metrics go (`--report`/`report_file`,
+/// `--metrics`/`metrics_file`): flags over host.toml, so a run by hand
+/// writes what the timer's runs write and monitoring sees it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Outputs {
+    pub(super) report: Option<PathBuf>,
+    pub(super) metrics: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// Resolved first and on their own: a run that cannot happen (a bad
+    /// setting elsewhere, a refused policy) still writes them. When
+    /// host.toml cannot be read or names a bad value, the flags alone (the
+    /// plan then stops the run on the same mistake, said in full).
+    pub(super) fn resolve(args: &RunArgs) -> Self {
+        let from = |file: &ConfigFile| {
+            args.output_flags.resolve(file).map(|v| Self {
+                report: v.report_file,
+                metrics: v.metrics_file,
+            })
+        };
+        ConfigFile::load(args.trust.config.as_deref())
+            .and_then(|file| from(&file))
+            .or_else(|_| from(&ConfigFile::default()))
+            .unwrap_or_default()
+    }
+
+    /// Checks, before anything is changed, that both files can be written;
+    /// the metrics' directory (node_exporter's textfile directory) is made,
+    /// 0755, when missing.
+    pub(super) fn check(&self) -> anyhow::Result<()> {
+        if let Some(dir) = self.metrics.as_deref().and_then(Path::parent) {
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                use std::os::unix::fs::DirBuilderExt as _;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(dir)
+                    .with_context(|| format!("creating the metrics directory {}", dir.display()))?;
+            }
+        }
+        let files = [
+            ("report", self.report.as_deref()),
+            ("metrics", self.metrics.as_deref()),
+        ];
+        for (option, path) in files {
+            if let Some(path) = path {
+                atomic_file::probe(path)
+                    .with_context(|| format!("--{option} {}: cannot be written", path.display()))?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Reports and metrics are read by monitoring (node_exporter runs as its own user).
 const OUTPUT_MODE: u32 = 0o644;
@@ -33,15 +90,15 @@ pub(super) fn print(args: &RunArgs, report: &Report) -> anyhow::Result<()> {
         .context("writing the report to stdout")
 }
 
-/// Writes `--report` and `--metrics`, for a run that happened or for one
+/// Writes the report and the metrics, for a run that happened or for one
 /// that could not (`Err`); returns what could not be written.
 pub(super) fn write(
-    args: &RunArgs,
+    outputs: &Outputs,
     result: Result<&Report, &anyhow::Error>,
     started: Instant,
 ) -> Vec<String> {
     let mut failures = Vec::new();
-    if let Some(path) = &args.report {
+    if let Some(path) = &outputs.report {
         let json = match result {
             Ok(report) => serde_json::to_string_pretty(report),
             Err(e) => serde_json::to_string_pretty(&Report::failed(e)),
@@ -53,7 +110,7 @@ pub(super) fn write(
             failures.push(format!("writing the report {}: {e:#}", path.display()));
         }
     }
-    if let Some(path) = &args.metrics {
+    if let Some(path) = &outputs.metrics {
         let metrics = render_metrics(
             result.ok(),
             started.elapsed().as_secs_f64(),

@@ -15,6 +15,8 @@ use crate::settings::{
 use crate::signature::Trust;
 use crate::versions::Versions;
 
+use super::outputs::Outputs;
+
 /// One policy to run and the settings document it runs with.
 pub(super) struct Job {
     pub(super) policy: Location,
@@ -31,12 +33,17 @@ pub(super) struct Plan<'a> {
     pub(super) versions: Versions,
     pub(super) jobs: Vec<Job>,
     pub(super) remote: Option<Remote>,
+    pub(super) outputs: &'a Outputs,
 }
 
 impl<'a> Plan<'a> {
     /// Resolves the settings (flags over host.toml over defaults), the trust
     /// and the jobs; fails, with nothing changed, on any mistake in them.
-    pub(super) fn resolve(args: &'a RunArgs, started: Instant) -> anyhow::Result<Self> {
+    pub(super) fn resolve(
+        args: &'a RunArgs,
+        outputs: &'a Outputs,
+        started: Instant,
+    ) -> anyhow::Result<Self> {
         let file = ConfigFile::load(args.trust.config.as_deref())?;
         let settings = RunSettings::resolve(
             &args.run_flags,
@@ -44,8 +51,12 @@ impl<'a> Plan<'a> {
             &args.state_flags,
             &file,
         )?;
+        // The same values the outputs were resolved to, but a mistake in
+        // them is said here, in full.
+        args.output_flags.resolve(&file)?;
         let versions = Versions::open(&settings.state_dir)?;
-        check_outputs(args, &settings)?;
+        outputs.check()?;
+        check_state_and_cache(args, &settings)?;
         let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
         let jobs = jobs(args, &file)?;
         let remote = remote(&jobs, args, &file, &settings, started)?;
@@ -57,6 +68,7 @@ impl<'a> Plan<'a> {
             versions,
             jobs,
             remote,
+            outputs,
         })
     }
 
@@ -75,17 +87,7 @@ impl<'a> Plan<'a> {
 /// Checks, before anything is changed, that every output can be written:
 /// a temporary file is created beside each and removed. A path that cannot
 /// be written is an error naming its option, and the run does not start.
-fn check_outputs(args: &RunArgs, settings: &RunSettings) -> anyhow::Result<()> {
-    let files = [
-        ("--report", args.report.as_deref()),
-        ("--metrics", args.metrics.as_deref()),
-    ];
-    for (option, path) in files {
-        if let Some(path) = path {
-            atomic_file::probe(path)
-                .with_context(|| format!("{option} {}: cannot be written", path.display()))?;
-        }
-    }
+fn check_state_and_cache(args: &RunArgs, settings: &RunSettings) -> anyhow::Result<()> {
     atomic_file::probe(&settings.state_dir.join("versions.json")).with_context(|| {
         format!(
             "--state-dir {}: cannot be written",

@@ -55,15 +55,17 @@ impl<'a> Session<'a> {
         }
         // What a run killed while writing left behind (only runs holding
         // the lock write these files, so none is in use).
-        for path in [args.report.as_deref(), args.metrics.as_deref()]
-            .into_iter()
-            .flatten()
-            .map(std::path::Path::to_path_buf)
-            .chain([
-                settings.state_dir.join("versions.json"),
-                settings.state_dir.join(record::FILE_NAME),
-            ])
-        {
+        for path in [
+            plan.outputs.report.as_deref(),
+            plan.outputs.metrics.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(std::path::Path::to_path_buf)
+        .chain([
+            settings.state_dir.join("versions.json"),
+            settings.state_dir.join(record::FILE_NAME),
+        ]) {
             atomic_file::remove_stale(&path);
         }
         // Under the lock: no other run can record a version between this
