@@ -145,8 +145,10 @@ pub struct SignArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Units, as a policy names them (web, web.service, db.socket).
-    #[arg(required = true, value_name = "NAME")]
+    /// Units, as a policy names them (web, web.service, db.socket). With none: the
+    /// last run (from host.toml's report_file), its sources, the timer's next run,
+    /// then the units the last run managed.
+    #[arg(value_name = "NAME")]
     pub names: Vec<String>,
 
     /// Print one JSON document.

@@ -452,7 +452,7 @@ fn status_says_when_a_unit_is_outside_the_allowlist() {
     );
     let human = status(&["--allow-unit", "http*"]);
     assert!(
-        text(&human.stdout).contains("\"legacy-ftpd\"  error: unit legacy-ftpd is not allowed"),
+        text(&human.stdout).contains("\nlegacy-ftpd  error: unit legacy-ftpd is not allowed"),
         "{}",
         text(&human.stdout)
     );
@@ -489,4 +489,61 @@ fn messages_use_the_name_the_binary_was_called_by() {
     let page = text(&out.stdout);
     assert!(page.contains("policy\\-host\\-run(8)"), "{page}");
     assert!(!page.contains("policy\\-host\\-help(8)"), "{page}");
+}
+
+/// `host status` with no unit named: the last run from the report host.toml
+/// names, its source, then the units it managed, unquoted.
+#[test]
+fn status_with_no_names_shows_the_last_run_and_its_units() {
+    let fake = web_host();
+    let report = fake.root().join("last-run.json");
+    let config = fake.root().join("host.toml");
+    fs::write(
+        &config,
+        format!("report_file = {:?}\n", report.display().to_string()),
+    )
+    .unwrap();
+    let status = |json: bool| {
+        let mut cmd = fake.host_command();
+        cmd.arg("status").arg("--config").arg(&config);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    // No run yet.
+    let out = status(false);
+    assert_code(&out, 0);
+    assert!(
+        text(&out.stdout).contains("last run: unknown: no run yet"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let policy = signed_policy("example-policy");
+    let out = host_run(
+        &fake,
+        &[policy.as_os_str(), "--config".as_ref(), config.as_os_str()],
+    );
+    assert_code(&out, 0);
+    assert!(report.is_file(), "host.toml's report_file was written");
+    let out = status(false);
+    assert_code(&out, 0);
+    let said = text(&out.stdout);
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(
+        lines[0].starts_with("last run: ")
+            && lines[0].contains(": success; 3 resources, 3 changed, 0 failed, 0 unchanged"),
+        "{said}"
+    );
+    assert!(said.contains("policy of example_policy.wasm: "), "{said}");
+    let units = lines
+        .iter()
+        .position(|l| *l == "units of the last run:")
+        .unwrap_or_else(|| panic!("{said}"));
+    assert_eq!(lines[units + 1], "httpd  active  enabled", "{said}");
+    assert!(!said.contains('"'), "names unquoted: {said}");
+    let json: Value = serde_json::from_slice(&status(true).stdout).unwrap();
+    assert_eq!(json["last_run"]["success"], true, "{json:#}");
+    assert_eq!(json["units"].as_array().unwrap().len(), 3, "{json:#}");
 }

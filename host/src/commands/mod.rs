@@ -3,6 +3,7 @@
 pub mod docs;
 pub mod inspect;
 pub mod keygen;
+mod last_run;
 pub mod new_policy;
 mod password;
 pub mod push;

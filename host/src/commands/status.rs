@@ -1,8 +1,12 @@
-//! `host status NAME...`: each unit as the provider reads it for a policy
+//! `host status [NAME...]`: each unit as the provider reads it for a policy
 //! (the `is-active` and `is-enabled` words, and what they count as), over
 //! D-Bus or with systemctl as `--provider` says. Read-only: no reload, no
 //! lock, no policy. For operators asking what the host sees, and for the
 //! tests that hold the two readers to the same answers.
+//!
+//! With no unit named, what an operator asks first: the last run (from the
+//! report host.toml's `report_file` names), its sources, the timer's next
+//! run, then the units that run managed.
 //!
 //! The unit allowlist applies as it does to a policy: a unit outside it is
 //! not read, and its line says so (`denied`, naming the patterns).
@@ -15,8 +19,10 @@ use serde::Serialize;
 use crate::cli::StatusArgs;
 use crate::provider::runner::{find_in_path, ProcessRunner};
 use crate::provider::{Provider, SystemdConfig, SystemdProvider};
-use crate::service_name::quote;
-use crate::settings::{ConfigFile, ProviderSettings};
+use crate::settings::{ConfigFile, OutputFlags, ProviderSettings};
+use crate::text::one_line;
+
+use super::last_run::{LastRun, Timer};
 
 #[derive(Debug, Serialize)]
 struct UnitStatus {
@@ -37,6 +43,13 @@ struct UnitStatus {
 
 #[derive(Debug, Serialize)]
 struct StatusReport {
+    /// With no unit named: the last run, or why it is not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_run: Option<LastRun>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_run_unknown: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timer: Option<Timer>,
     reader: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reader_note: Option<String>,
@@ -52,7 +65,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
     // A noop provider: queries only, and no daemon-reload.
     let mut provider = SystemdProvider::new(
         SystemdConfig {
-            systemctl,
+            systemctl: systemctl.clone(),
             timeout: settings.systemctl_timeout,
             noop: true,
             allow: settings.allow,
@@ -64,9 +77,44 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
         },
         Box::new(ProcessRunner),
     );
+    // No unit named: the overview, and the units of the last run.
+    let overview = args.names.is_empty();
+    let (last_run, last_run_unknown) = if overview {
+        match OutputFlags::default().resolve(&file)?.report_file {
+            None => (
+                None,
+                Some(format!(
+                    "no report_file in {}: set it there, so that every run writes its report",
+                    file.path()
+                        .map_or("host.toml".into(), |p| p.display().to_string())
+                )),
+            ),
+            Some(path) => match LastRun::read(&path)? {
+                Some(run) => (Some(run), None),
+                None => (
+                    None,
+                    Some(format!("no run yet ({} does not exist)", path.display())),
+                ),
+            },
+        }
+    } else {
+        (None, None)
+    };
+    let timer = overview
+        .then(|| systemctl.as_ref().ok())
+        .flatten()
+        .and_then(|systemctl| Timer::read(systemctl, settings.systemctl_timeout));
+    let names: Vec<String> = if overview {
+        last_run
+            .as_ref()
+            .map(|r| r.units.clone())
+            .unwrap_or_default()
+    } else {
+        args.names.clone()
+    };
     let mut units = Vec::new();
-    let mut failed = false;
-    for name in &args.names {
+    let mut failed = last_run.as_ref().is_some_and(|r| !r.success);
+    for name in &names {
         units.push(match provider.status(name) {
             Ok(status) => UnitStatus {
                 name: name.clone(),
@@ -93,6 +141,9 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
     }
     let (reader, note) = provider.status_reader();
     let report = StatusReport {
+        last_run,
+        last_run_unknown,
+        timer,
         reader,
         reader_note: note.map(str::to_owned),
         units,
@@ -101,8 +152,22 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
         let mut out = String::new();
+        if let Some(run) = &report.last_run {
+            out.push_str(&run.render(std::time::SystemTime::now()));
+        }
+        if let Some(why) = &report.last_run_unknown {
+            let _ = writeln!(out, "last run: unknown: {}", one_line(why));
+        }
+        if let Some(timer) = &report.timer {
+            out.push_str(&timer.render());
+        }
+        if overview && !report.units.is_empty() {
+            let _ = writeln!(out, "units of the last run:");
+        }
         for unit in &report.units {
-            let name = quote(&unit.name);
+            // Names the host checked, or the report's: shown as they are,
+            // escaped where they would not be safe.
+            let name = one_line(&unit.name);
             match (&unit.active, &unit.enabled, &unit.error) {
                 (Some(active), Some(enabled), _) => {
                     let _ = writeln!(out, "{name}  {active}  {enabled}");
