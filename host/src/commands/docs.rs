@@ -108,8 +108,8 @@ fn render_tail(
             ("129, 130, 143", "a second SIGHUP, SIGINT or SIGTERM ended the run at once (after the first, the run finishes the call under way, reports, and exits as failed)"),
         ],
         Some("status") => &[
-            ("0", "every unit was read"),
-            ("1", "a unit could not be read (it is said on its line), or the command could not run"),
+            ("0", "every unit was read (and, with no unit named, the last run succeeded)"),
+            ("1", "a unit could not be read (it is said on its line), the last run failed, or the command could not run"),
             ("2", "a mistake on the command line"),
         ],
         Some("verify") => &[
@@ -148,7 +148,11 @@ fn render_tail(
             ("/run/policy-host/lock", "the lock that keeps two runs from interleaving (lock_file)"),
             LOGINS,
         ],
-        Some("status" | "config-template") => &[CONFIG],
+        Some("status") => &[
+            CONFIG,
+            ("/var/lib/policy-host/last-run.json", "the last run's report, where the package's host.toml has report_file write it"),
+        ],
+        Some("config-template") => &[CONFIG],
         Some("verify") => &[
             CONFIG,
             KEYS,
@@ -225,6 +229,10 @@ fn render_tail(
             (format!("{name} run"), "host.toml's [[policy]] list"),
         ],
         Some("status") => vec![
+            (
+                format!("{name} status"),
+                "the last run (host.toml's report_file), its sources, the timer's next run, and the units it managed",
+            ),
             (
                 format!("{name} status web nginx.service"),
                 "is-active and is-enabled, as systemd says them",
