@@ -50,10 +50,9 @@ fn registry_login_recipe(page: &str) -> (&str, &str) {
 /// from it.
 #[test]
 fn debian_md_s_login_recipe_writes_a_login_the_host_reads() {
-    let page = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/debian.md"),
-    )
-    .unwrap();
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/debian.md"))
+            .unwrap();
     let (script, shown) = registry_login_recipe(&page);
     let dir = tempfile::tempdir().unwrap();
     let docker = dir.path().join("docker");

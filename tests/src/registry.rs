@@ -12,6 +12,12 @@ use std::time::{Duration, Instant};
 
 const REGISTRY: &str = "/usr/bin/docker-registry";
 
+/// One line of an htpasswd file, as docker-registry reads it (bcrypt only).
+pub fn htpasswd_line(user: &str, password: &str) -> String {
+    let hash = bcrypt::hash(password, 5).expect("bcrypt");
+    format!("{user}:{hash}\n")
+}
+
 /// A running registry.
 pub struct TestRegistry {
     child: Option<Child>,
@@ -164,8 +170,7 @@ impl TestRegistry {
             ca = Some(dir.path().join("ca.pem"));
         }
         if let Some((user, password)) = &options.login {
-            let hash = bcrypt::hash(password, 5).expect("bcrypt");
-            std::fs::write(dir.path().join("htpasswd"), format!("{user}:{hash}\n")).unwrap();
+            std::fs::write(dir.path().join("htpasswd"), htpasswd_line(user, password)).unwrap();
             config.push_str(&format!(
                 "auth:\n  htpasswd:\n    realm: policy-host-test\n    path: {}\n",
                 dir.path().join("htpasswd").display()

@@ -396,3 +396,131 @@ fn install_configure_run_upgrade_remove_and_purge() {
     // bind9's host is untouched throughout.
     assert!(s.sh("host -V 2>&1 || true").contains("host 9."));
 }
+
+/// A ```TAG block of a section of a page of docs/, as written.
+fn doc_block(page: &str, heading: &str, tag: &str) -> String {
+    let text = std::fs::read_to_string(workspace_root().join("docs").join(page)).unwrap();
+    let section = &text[text.find(heading).unwrap_or_else(|| panic!("{heading}"))..];
+    let start = section.find(tag).expect(tag) + tag.len();
+    let end = start + section[start..].find("```").expect("its end");
+    section[start..end].to_owned()
+}
+
+/// The package's machine pulls from a registry that asks for a login, with
+/// the login where docs/debian.md puts it (written by the page's recipe, no
+/// Docker): `policy-host push`, `run --noop` typed by root, the timer's
+/// service, `verify` and `status` all read it. The registry runs inside the
+/// sandbox's own network namespace, under its systemd.
+#[test]
+#[ignore = "needs root, systemd, cargo-deb and docker-registry: cargo test -- --include-ignored, as the README's test command does"]
+fn oci_sources_read_the_registry_login_where_the_package_puts_it() {
+    let (first, _) = packages();
+    assert!(
+        Path::new("/usr/bin/docker-registry").is_file(),
+        "this test needs docker-registry (apt-get install docker-registry)"
+    );
+    let sandbox = Sandbox::boot_for_test(&target_dir());
+    let s = Inside(&sandbox);
+    s.ok(&["dpkg", "-i", first.to_str().unwrap()]);
+
+    let registry = "127.0.0.1:5000";
+    sandbox.write_file(
+        "/etc/test-registry/htpasswd",
+        &policy_host_e2e::registry::htpasswd_line("fleet-reader", "s3cret"),
+    );
+    sandbox.write_file(
+        "/etc/test-registry/config.yml",
+        &format!(
+            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/test-registry\nhttp:\n  addr: {registry}\nauth:\n  htpasswd:\n    realm: policy-host-test\n    path: /etc/test-registry/htpasswd\n"
+        ),
+    );
+    s.ok(&[
+        "systemd-run",
+        "--unit=test-registry",
+        "/usr/bin/docker-registry",
+        "serve",
+        "/etc/test-registry/config.yml",
+    ]);
+    s.sh("for i in $(seq 200); do bash -c 'exec 3<>/dev/tcp/127.0.0.1/5000' 2>/dev/null && exit 0; sleep 0.1; done; exit 1");
+
+    // A key, the built-in policy and a manifest, signed under the names the
+    // repositories bind.
+    sandbox.install_unit("pkg-web", &sleep_service("pkg-web"));
+    sandbox.write_file(
+        "/root/out/web.yaml",
+        "- service:\n    - pkg-web:\n        ensure: running\n",
+    );
+    s.sh("policy-host keygen --unencrypted --out /root/k \
+          && install -m 0644 /root/k/policy-host.pub /etc/policy-host/trusted-keys/ops.pub \
+          && cp /usr/lib/policy-host/manifest-policy.wasm /root/out/ \
+          && policy-host sign /root/out/manifest-policy.wasm --key /root/k/policy-host.key \
+          && policy-host sign /root/out/web.yaml --key /root/k/policy-host.key");
+    let policy_ref = format!("oci://{registry}/policies/manifest-policy:1");
+    let settings_ref = format!("oci://{registry}/settings/web:prod");
+    let push = |file: &str, reference: &str| {
+        sandbox.exec(&[
+            "policy-host",
+            "push",
+            file,
+            reference,
+            "--insecure-registry",
+            registry,
+        ])
+    };
+
+    // No login yet: refused, naming the registry and the file that was read.
+    let refused = push("/root/out/web.yaml", &settings_ref);
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.starts_with("policy-host: error:")
+            && said.contains(registry)
+            && said.contains("/root/.docker/config.json"),
+        "{said}"
+    );
+
+    // The login, written as docs/debian.md says (only the registry's name
+    // is this test's).
+    let recipe = doc_block("debian.md", "## Registry logins", "```sh\n")
+        .replace("registry.example.com:5000", registry);
+    s.sh(&recipe);
+    for (file, reference) in [
+        ("/root/out/manifest-policy.wasm", &policy_ref),
+        ("/root/out/web.yaml", &settings_ref),
+    ] {
+        let pushed = push(file, reference);
+        assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    }
+
+    let host_toml = s.ok(&["cat", "/etc/policy-host/host.toml"]);
+    sandbox.write_file(
+        "/etc/policy-host/host.toml",
+        &format!(
+            "insecure_registries = [\"{registry}\"]\n{host_toml}\n[[policy]]\nsource = \"{policy_ref}\"\nsettings = \"{settings_ref}\"\n"
+        ),
+    );
+    // Root's run by hand (no DOCKER_CONFIG) reads the package's login.
+    let noop = s.ok(&["env", "-u", "DOCKER_CONFIG", "policy-host", "run", "--noop"]);
+    assert!(noop.contains("pkg-web"), "{noop}");
+    let verify = s.ok(&["policy-host", "verify", &settings_ref]);
+    assert!(verify.contains("a run takes it"), "{verify}");
+    // The timer's service reads it too, and converges.
+    let started = sandbox.exec(&["systemctl", "start", "policy-host.service"]);
+    assert!(
+        started.status.success(),
+        "the service failed:\n{}",
+        s.sh("journalctl -u policy-host.service --no-pager -n 30 2>&1")
+    );
+    assert_eq!(sandbox.is_active("pkg-web"), "active");
+    // Status: the last run, its sources with their digests, then the unit.
+    let status = s.ok(&["policy-host", "status"]);
+    assert!(
+        status.contains("success")
+            && status.contains(&settings_ref)
+            && status.contains("sha256:")
+            && status.contains("pkg-web"),
+        "{status}"
+    );
+    assert!(!status.contains("\"pkg-web"), "names unquoted:\n{status}");
+    s.ok(&["systemctl", "stop", "test-registry"]);
+}

@@ -81,6 +81,15 @@ impl ConfigFile {
                 let line = line_of(text, key)
                     .map(|n| format!(" (line {n})"))
                     .unwrap_or_default();
+                // `[limits]` then a top-level key: TOML reads it as the table's.
+                if let Some((table, top)) = key.split_once('.') {
+                    if all_settings().any(|s| s.key == top) {
+                        bail!(
+                            "host configuration {}: `{top}`{line} is below the `[{table}]` header, so TOML reads it as `{key}`; move it above `[{table}]`",
+                            path.display()
+                        );
+                    }
+                }
                 let known: Vec<&str> = all_settings().map(|s| s.key).collect();
                 bail!(
                     "host configuration {}: unknown setting `{key}`{line}; the settings are: {}",

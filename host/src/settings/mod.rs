@@ -243,6 +243,13 @@ mod tests {
         // Above the header, the same line is a setting.
         let text = "lock_timeout_secs = 30\n[[policy]]\nsource = \"a.wasm\"\n";
         assert_eq!(file(text).unwrap().policies.len(), 1);
+        // The same trap with `[limits]`: said the same way.
+        let text = "[limits]\nmemory_mib = 32\ninsecure_registries = [\"r:5000\"]\n";
+        assert_eq!(
+            format!("{:#}", file(text).unwrap_err()),
+            "host configuration /etc/policy-host/host.toml: `insecure_registries` (line 3) is below \
+             the `[limits]` header, so TOML reads it as `limits.insecure_registries`; move it above `[limits]`"
+        );
     }
 
     #[test]
