@@ -10,7 +10,7 @@
 //! systemctl, and refusing bad input. Each desired-state family (idempotency,
 //! noop, subscribe, failures) keeps one run here to show it is wired through;
 //! its table rows are asserted natively in guest-sdk/tests/service_type.rs,
-//! and the rows of systemctl's output in host/src/provider/parse.rs.
+//! and the rows of systemctl's output in host/src/provider/systemd/cli/parse.rs.
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -17,8 +17,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::cli::StatusArgs;
-use crate::provider::runner::{find_in_path, ProcessRunner};
-use crate::provider::{Provider, SystemdConfig, SystemdProvider};
+use crate::provider::{Provider, SystemdConfig};
 use crate::settings::{ConfigFile, OutputFlags, ProviderSettings};
 use crate::text::one_line;
 
@@ -59,24 +58,19 @@ struct StatusReport {
 pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
     let file = ConfigFile::load(args.config.as_deref())?;
     let settings = ProviderSettings::resolve(&args.provider_flags, &file)?;
-    let systemctl: Result<PathBuf, String> = std::env::var_os("PATH")
-        .and_then(|path| find_in_path("systemctl", &path))
-        .ok_or_else(|| "systemctl not found on PATH".to_owned());
+    let systemctl: Result<PathBuf, String> = crate::provider::systemctl_on_path();
     // A noop provider: queries only, and no daemon-reload.
-    let mut provider = SystemdProvider::new(
-        SystemdConfig {
-            systemctl: systemctl.clone(),
-            timeout: settings.systemctl_timeout,
-            noop: true,
-            allow: settings.allow,
-            status_via: settings.status_via,
-            jobs: 1,
-            settle: std::time::Duration::ZERO,
-            // A report of the units as they are, pending jobs included.
-            await_unit_jobs: false,
-        },
-        Box::new(ProcessRunner),
-    );
+    let mut provider = crate::provider::systemd(SystemdConfig {
+        systemctl: systemctl.clone(),
+        timeout: settings.systemctl_timeout,
+        noop: true,
+        allow: settings.allow,
+        status_via: settings.status_via,
+        jobs: 1,
+        settle: std::time::Duration::ZERO,
+        // A report of the units as they are, pending jobs included.
+        await_unit_jobs: false,
+    });
     // No unit named: the overview, and the units of the last run.
     let overview = args.names.is_empty();
     let (last_run, last_run_unknown) = if overview {

@@ -84,7 +84,7 @@ pub enum Applied {
 }
 
 /// How a queued job ended, or why it is not known.
-pub type JobResult = Result<(), ProviderError>;
+pub(crate) type JobResult = Result<(), ProviderError>;
 
 /// What a backend's `status` found.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use super::backend::{Change, JobResult};
 use crate::contract::ProviderError;
 
 /// The D-Bus method that queues `change`'s job.
-pub fn method(change: Change) -> &'static str {
+pub(crate) fn method(change: Change) -> &'static str {
     match change {
         Change::Start => "StartUnit",
         Change::Stop => "StopUnit",
@@ -33,7 +33,7 @@ const EXPLAINED: [&str; 9] = [
 
 /// Whether explaining `result` needs the unit's `Result` property: a job
 /// of a service that failed, as systemctl asks only then.
-pub fn needs_unit_result(result: &str, unit: &str) -> bool {
+pub(crate) fn needs_unit_result(result: &str, unit: &str) -> bool {
     !EXPLAINED.contains(&result) && result != "once" && unit.ends_with(".service")
 }
 
@@ -58,7 +58,12 @@ fn explain_service_result(result: &str) -> Option<&'static str> {
 /// `done` and `skipped` (systemctl exits 0 for them), otherwise a
 /// `command-failed` error with systemctl's sentence; `unit_result` is the
 /// service's `Result` when it was read.
-pub fn outcome(change: Change, result: &str, unit: &str, unit_result: Option<&str>) -> JobResult {
+pub(crate) fn outcome(
+    change: Change,
+    result: &str,
+    unit: &str,
+    unit_result: Option<&str>,
+) -> JobResult {
     let sentence = match result {
         "done" | "skipped" => return Ok(()),
         "canceled" => format!("Job for {unit} canceled."),

@@ -10,9 +10,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::text::{Untrusted, TRUNCATED};
 
 /// The most lines kept.
-pub const MAX_LINES: usize = 5;
+pub(crate) const MAX_LINES: usize = 5;
 /// The longest line kept, in characters.
-pub const MAX_LINE_CHARS: usize = 200;
+pub(crate) const MAX_LINE_CHARS: usize = 200;
 
 /// `journalctl`'s arguments for the last lines `unit` (mangled) wrote
 /// since `since` (the start that failed; whole seconds, as journalctl
@@ -20,7 +20,7 @@ pub const MAX_LINE_CHARS: usize = 200;
 /// text only. Not by `_SYSTEMD_INVOCATION_ID`: journald cannot add it to
 /// the lines of a process that died before it read them, exactly the lines
 /// wanted here.
-pub fn arguments(unit: &str, since: SystemTime) -> Vec<String> {
+pub(crate) fn arguments(unit: &str, since: SystemTime) -> Vec<String> {
     let since = since.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     vec![
         "--system".to_owned(),
@@ -38,7 +38,7 @@ pub fn arguments(unit: &str, since: SystemTime) -> Vec<String> {
 
 /// The lines of `journalctl`'s output, bounded: the last [`MAX_LINES`]
 /// non-empty lines, each cut to [`MAX_LINE_CHARS`] characters.
-pub fn lines(stdout: &str) -> Vec<Untrusted> {
+pub(crate) fn lines(stdout: &str) -> Vec<Untrusted> {
     let all: Vec<&str> = stdout
         .lines()
         .map(str::trim_end)

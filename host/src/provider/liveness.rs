@@ -182,7 +182,7 @@ impl Liveness {
 
 /// Reads `systemctl show` output (`KEY=VALUE` lines) of the properties
 /// [`SHOW_PROPERTIES`] names.
-pub fn from_show(stdout: &str) -> Liveness {
+pub(crate) fn from_show(stdout: &str) -> Liveness {
     let mut liveness = Liveness::default();
     let mut code = None;
     let mut status = None;
@@ -211,7 +211,7 @@ pub fn from_show(stdout: &str) -> Liveness {
 }
 
 /// The properties `systemctl show` is asked for.
-pub const SHOW_PROPERTIES: &str =
+pub(crate) const SHOW_PROPERTIES: &str =
     "ActiveState,SubState,InvocationID,NRestarts,Result,ExecMainCode,ExecMainStatus,Job";
 
 #[cfg(test)]

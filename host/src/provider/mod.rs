@@ -5,21 +5,18 @@
 //! logic (that is the guest's).
 
 pub mod allow;
-pub mod backend;
-pub mod dbus;
-pub mod dropins;
-pub mod guard;
-pub mod job_result;
-pub mod jobs;
-pub mod journal;
-pub mod liveness;
-pub mod parse;
-pub mod runner;
-pub mod systemctl;
-pub mod systemd;
-pub mod unit_files;
-pub mod unit_name;
-pub mod unit_watch;
+pub(crate) mod backend;
+pub(crate) mod guard;
+pub(crate) mod job_result;
+pub(crate) mod journal;
+pub(crate) mod liveness;
+pub(crate) mod systemd;
+pub(crate) mod unit_name;
+
+/// systemctl's output, read (public for the fuzz targets).
+pub use systemd::cli::parse;
+/// How commands are run (the host's own readers of systemctl use it too).
+pub use systemd::cli::runner;
 
 use std::time::{Duration, Instant};
 
@@ -27,7 +24,41 @@ use serde::{Serialize, Serializer};
 
 use crate::contract::{ErrorKind, Operation, Progress, ProviderError, ServiceStatus};
 pub use allow::UnitAllowlist;
-pub use systemd::{StatusVia, SystemdConfig, SystemdProvider};
+pub use systemd::{StatusVia, SystemdConfig};
+
+use self::guard::{Guard, Guarded};
+use self::runner::{find_in_path, CommandRunner, ProcessRunner};
+use self::systemd::SystemdBackend;
+
+/// The systemd provider: the guard layer over the systemd backend.
+pub type SystemdProvider = Guarded<SystemdBackend>;
+
+/// The provider the host runs policies with: the guard stack (name check,
+/// allowlist, noop, deadline, jobs, settle windows, records, reloads) built
+/// here, over the systemd backend, which only talks to systemd; systemctl
+/// is run as a process.
+pub fn systemd(config: SystemdConfig) -> SystemdProvider {
+    systemd_with(config, Box::new(ProcessRunner))
+}
+
+/// [`systemd`] with commands run by `runner` (a test's script).
+pub fn systemd_with(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> SystemdProvider {
+    let guard = Guard {
+        allow: config.allow.clone(),
+        noop: config.noop,
+        timeout: config.timeout,
+        jobs: config.jobs,
+        settle: config.settle,
+    };
+    Guarded::over(SystemdBackend::new(&config, runner), guard)
+}
+
+/// systemctl on `PATH`, or why not.
+pub fn systemctl_on_path() -> Result<std::path::PathBuf, String> {
+    std::env::var_os("PATH")
+        .and_then(|path| find_in_path("systemctl", &path))
+        .ok_or_else(|| "systemctl not found on PATH".to_owned())
+}
 
 /// What the runtime needs of a provider: the guest's operations, the run's
 /// deadline and the record of what was executed. A trait, so that the

@@ -40,7 +40,7 @@ fn is_valid(name: &str) -> bool {
 
 /// The unit `systemctl` asks systemd about for `name`; `None` when
 /// systemctl would refuse the name ("Failed to mangle unit name").
-pub fn mangle(name: &str) -> Option<String> {
+pub(crate) fn mangle(name: &str) -> Option<String> {
     if is_valid(name) {
         return Some(name.to_owned());
     }
@@ -61,7 +61,7 @@ pub fn mangle(name: &str) -> Option<String> {
 }
 
 /// The object path of `unit` in systemd's bus API.
-pub fn object_path(unit: &str) -> String {
+pub(crate) fn object_path(unit: &str) -> String {
     let mut path = String::from("/org/freedesktop/systemd1/unit/");
     if unit.is_empty() {
         path.push('_');

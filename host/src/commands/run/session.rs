@@ -12,8 +12,7 @@ use crate::contract::RunOptions;
 use crate::guest::GuestOutcome;
 use crate::interrupt;
 use crate::lock::{RunLock, Wait};
-use crate::provider::runner::{find_in_path, ProcessRunner};
-use crate::provider::{Provider, SystemdConfig, SystemdProvider};
+use crate::provider::{Provider, SystemdConfig};
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
 use crate::runtime::PolicyRuntime;
 use crate::text::millis;
@@ -79,22 +78,17 @@ impl<'a> Session<'a> {
             )?;
         }
         let records = Records::open(&settings.state_dir)?;
-        let systemctl = std::env::var_os("PATH")
-            .and_then(|path| find_in_path("systemctl", &path))
-            .ok_or_else(|| "systemctl not found on PATH".to_owned());
-        let provider = Box::new(SystemdProvider::new(
-            SystemdConfig {
-                systemctl,
-                timeout: settings.systemctl_timeout,
-                noop: args.noop,
-                allow: settings.allow.clone(),
-                status_via: settings.status_via,
-                jobs: settings.jobs,
-                settle: settings.settle,
-                await_unit_jobs: true,
-            },
-            Box::new(ProcessRunner),
-        ));
+        let systemctl = crate::provider::systemctl_on_path();
+        let provider = Box::new(crate::provider::systemd(SystemdConfig {
+            systemctl,
+            timeout: settings.systemctl_timeout,
+            noop: args.noop,
+            allow: settings.allow.clone(),
+            status_via: settings.status_via,
+            jobs: settings.jobs,
+            settle: settings.settle,
+            await_unit_jobs: true,
+        }));
         Ok(Self {
             plan,
             run,

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 /// The system manager's unit search paths that hold drop-ins written by
 /// administrators and packages, highest priority first (generators' output
 /// is rewritten by the reload itself).
-pub const SEARCH_PATHS: [&str; 8] = [
+pub(crate) const SEARCH_PATHS: [&str; 8] = [
     "/etc/systemd/system.control",
     "/run/systemd/system.control",
     "/run/systemd/transient",
@@ -73,7 +73,7 @@ fn masked(path: &Path) -> bool {
 /// overridden by a listed one of the same name: a sign that systemd's copy
 /// of the unit is older than its files. `roots` are the search paths, in
 /// priority order (the host passes [`SEARCH_PATHS`]).
-pub fn unloaded_dropin(unit: &str, listed: &[String], roots: &[&Path]) -> Option<PathBuf> {
+pub(crate) fn unloaded_dropin(unit: &str, listed: &[String], roots: &[&Path]) -> Option<PathBuf> {
     let listed_names: Vec<&str> = listed
         .iter()
         .filter_map(|p| Path::new(p).file_name()?.to_str())

@@ -22,13 +22,13 @@ use super::dbus::{classify, transport, DbusError, SystemdBus, SYSTEMD};
 const QUEUED_SIGNALS: usize = 1 << 16;
 
 /// The `PropertiesChanged` signals of systemd's units.
-pub struct UnitWatch {
+pub(crate) struct UnitWatch {
     signals: zbus::MessageStream,
 }
 
 impl UnitWatch {
     /// Adds the match (systemd must already send signals to this client).
-    pub fn open(bus: &SystemdBus, timeout: std::time::Duration) -> Result<Self, DbusError> {
+    pub(crate) fn open(bus: &SystemdBus, timeout: std::time::Duration) -> Result<Self, DbusError> {
         let rule = zbus::MatchRule::builder()
             .msg_type(zbus::message::Type::Signal)
             .sender(SYSTEMD)
@@ -52,7 +52,7 @@ impl UnitWatch {
 
     /// Waits until one of `paths` (units' object paths) changed, or
     /// `until`; says whether one did.
-    pub fn wait(
+    pub(crate) fn wait(
         &mut self,
         bus: &SystemdBus,
         paths: &[String],

@@ -10,7 +10,7 @@
 //!   cached until a reload); a missing unit is the error `FileNotFound`.
 //!
 //! Answers are handed to the same readers as systemctl's output
-//! ([`super::parse`]), as systemctl 252 would print them, so both paths give
+//! ([`crate::provider::parse`]), as systemctl 252 would print them, so both paths give
 //! the same words and the same errors. What systemctl does beyond the bus
 //! (names it cannot mangle, SysV init scripts) is left to systemctl itself:
 //! the caller asks it instead.
@@ -27,8 +27,8 @@
 
 use std::time::Duration;
 
-use super::liveness::{Liveness, MainExit};
-use super::runner::CommandOutput;
+use crate::provider::liveness::{Liveness, MainExit};
+use crate::provider::runner::CommandOutput;
 
 pub(super) const SYSTEMD: &str = "org.freedesktop.systemd1";
 pub(super) const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
@@ -39,7 +39,7 @@ const SERVICE: &str = "org.freedesktop.systemd1.Service";
 /// A unit's `Job` property (`(uo)`): the object path of its pending job,
 /// whoever queued it; `None` when it has none (id 0).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnitJob(pub Option<String>);
+pub(crate) struct UnitJob(pub Option<String>);
 
 impl TryFrom<zbus::OwnedVariant> for UnitJob {
     type Error = String;
@@ -54,7 +54,7 @@ impl TryFrom<zbus::OwnedVariant> for UnitJob {
 
 /// A status's answers over the bus, for one unit.
 #[derive(Debug)]
-pub struct UnitAnswers {
+pub(crate) struct UnitAnswers {
     /// As `systemctl is-active` prints it.
     pub is_active: CommandOutput,
     /// As `systemctl is-enabled` prints it.
@@ -68,7 +68,7 @@ pub struct UnitAnswers {
 
 /// What systemd says of the files it loaded for a unit.
 #[derive(Debug)]
-pub struct LoadedFiles {
+pub(crate) struct LoadedFiles {
     /// `NeedDaemonReload`: a unit file or drop-in of the unit changed on
     /// disk since systemd loaded it.
     pub need_daemon_reload: bool,
@@ -78,7 +78,7 @@ pub struct LoadedFiles {
 
 /// Why an answer did not come over the bus.
 #[derive(Debug)]
-pub enum DbusError {
+pub(crate) enum DbusError {
     /// The bus itself failed (gone, restarted, no answer in time): the
     /// caller stops using it for the rest of the run.
     Transport(String),
@@ -86,8 +86,18 @@ pub enum DbusError {
     Reply { name: String, message: String },
 }
 
+impl DbusError {
+    /// The failure in one phrase, for a warning.
+    pub(crate) fn describe(self) -> String {
+        match self {
+            DbusError::Transport(why) => why,
+            DbusError::Reply { name, message } => format!("{name}: {message}"),
+        }
+    }
+}
+
 /// A connection to systemd on the system bus.
-pub struct SystemdBus {
+pub(crate) struct SystemdBus {
     pub(super) runtime: tokio::runtime::Runtime,
     pub(super) connection: zbus::Connection,
 }
@@ -132,7 +142,7 @@ pub(super) fn classify(error: zbus::Error) -> DbusError {
 impl SystemdBus {
     /// Connects to the system bus, and checks that systemd is on it; the
     /// error says why not (no bus, no systemd, no answer in `timeout`).
-    pub fn connect(timeout: Duration) -> Result<Self, String> {
+    pub(crate) fn connect(timeout: Duration) -> Result<Self, String> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -236,7 +246,7 @@ impl SystemdBus {
         let value: zbus::OwnedVariant = self
             .ask(
                 SYSTEMD,
-                &super::unit_name::object_path(unit),
+                &crate::provider::unit_name::object_path(unit),
                 "org.freedesktop.DBus.Properties",
                 "Get",
                 &(interface, property),
@@ -249,7 +259,7 @@ impl SystemdBus {
     /// What a status of `unit` (already mangled) needs, asked at once:
     /// `is-active`, `is-enabled`, and, with `loaded_too`, what tells
     /// whether systemd's copy of the unit is older than its files on disk.
-    pub fn unit_status(
+    pub(crate) fn unit_status(
         &self,
         unit: &str,
         loaded_too: bool,
@@ -305,7 +315,11 @@ impl SystemdBus {
 
     /// `GetUnitFileState` of `unit` (already mangled), as `is-enabled`
     /// prints it: the word, or systemctl 252's message for a missing unit.
-    pub fn is_enabled(&self, unit: &str, timeout: Duration) -> Result<CommandOutput, DbusError> {
+    pub(crate) fn is_enabled(
+        &self,
+        unit: &str,
+        timeout: Duration,
+    ) -> Result<CommandOutput, DbusError> {
         self.runtime.block_on(self.is_enabled_async(unit, timeout))
     }
 
@@ -361,7 +375,7 @@ impl SystemdBus {
     /// What tells whether `unit` (already mangled) stayed up as its start
     /// left it ([`Liveness`]), in one round trip: the `Unit` properties,
     /// and for a service its restart count, `Result` and main exit.
-    pub fn liveness(&self, unit: &str, timeout: Duration) -> Result<Liveness, DbusError> {
+    pub(crate) fn liveness(&self, unit: &str, timeout: Duration) -> Result<Liveness, DbusError> {
         self.runtime.block_on(self.liveness_async(unit, timeout))
     }
 
@@ -402,14 +416,18 @@ impl SystemdBus {
     }
 
     /// The pending job of `unit` (already mangled), whoever queued it.
-    pub fn unit_job(&self, unit: &str, timeout: Duration) -> Result<UnitJob, DbusError> {
+    pub(crate) fn unit_job(&self, unit: &str, timeout: Duration) -> Result<UnitJob, DbusError> {
         self.runtime
             .block_on(self.unit_property::<UnitJob>(unit, UNIT, "Job", timeout))
     }
 
     /// The `Result` of the service `unit` (already mangled): why its last
     /// job failed, in systemd's word (`exit-code`, `timeout`, ...).
-    pub fn service_result(&self, unit: &str, timeout: Duration) -> Result<String, DbusError> {
+    pub(crate) fn service_result(
+        &self,
+        unit: &str,
+        timeout: Duration,
+    ) -> Result<String, DbusError> {
         self.runtime.block_on(self.unit_property(
             unit,
             "org.freedesktop.systemd1.Service",

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use super::backend::{locked, Budget};
 use super::parse::command_failed;
 use super::runner::{CommandOutput, CommandRunner, RunError};
 use crate::contract::ProviderError;
+use crate::provider::backend::{locked, Budget};
 
 /// What systemctl prints when there is no systemd to ask: PID 1 is not
 /// systemd (`sd_booted()` is false), or its bus cannot be reached at all.
@@ -21,7 +21,7 @@ const NO_SYSTEMD: [&str; 3] = [
 const MAX_REASON: usize = 300;
 
 /// systemctl, where it is (or why it is unavailable), and how it is run.
-pub struct Systemctl {
+pub(crate) struct Systemctl {
     program: Result<PathBuf, String>,
     runner: Box<dyn CommandRunner>,
     /// systemctl's words, once it said that there is no systemd to ask:
@@ -30,7 +30,7 @@ pub struct Systemctl {
 }
 
 impl Systemctl {
-    pub fn new(program: Result<PathBuf, String>, runner: Box<dyn CommandRunner>) -> Self {
+    pub(crate) fn new(program: Result<PathBuf, String>, runner: Box<dyn CommandRunner>) -> Self {
         Self {
             program,
             runner,
@@ -40,7 +40,7 @@ impl Systemctl {
 
     /// Why systemd cannot be asked, when it cannot: no systemctl, or
     /// systemctl said there is no systemd.
-    pub fn unavailable_reason(&self) -> Option<&str> {
+    pub(crate) fn unavailable_reason(&self) -> Option<&str> {
         match &self.program {
             Err(reason) => Some(reason),
             Ok(_) => self.no_systemd.get().map(String::as_str),
@@ -48,7 +48,11 @@ impl Systemctl {
     }
 
     /// Runs `systemctl ARGS` under the global lock.
-    pub fn output(&self, args: &[&str], time: &Budget) -> Result<CommandOutput, ProviderError> {
+    pub(crate) fn output(
+        &self,
+        args: &[&str],
+        time: &Budget,
+    ) -> Result<CommandOutput, ProviderError> {
         if let Some(reason) = self.unavailable_reason() {
             return Err(ProviderError::Unavailable(reason.to_owned()));
         }
@@ -77,7 +81,7 @@ impl Systemctl {
     /// Runs `journalctl ARGS`, from systemctl's own directory (the two
     /// ship together), with the same runner and time budget; `None` when
     /// there is no journalctl beside systemctl.
-    pub fn journalctl(&self, args: &[&str], time: &Budget) -> Option<CommandOutput> {
+    pub(crate) fn journalctl(&self, args: &[&str], time: &Budget) -> Option<CommandOutput> {
         let program = self.program.as_ref().ok()?.with_file_name("journalctl");
         if !program.is_file() {
             return None;
@@ -87,7 +91,7 @@ impl Systemctl {
     }
 
     /// Runs a command that changes something; it succeeds when it exits 0.
-    pub fn change(&self, args: &[&str], time: &Budget) -> Result<(), ProviderError> {
+    pub(crate) fn change(&self, args: &[&str], time: &Budget) -> Result<(), ProviderError> {
         let output = self.output(args, time)?;
         if output.success() {
             Ok(())

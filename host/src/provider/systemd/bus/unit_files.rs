@@ -12,7 +12,7 @@ use super::dbus::{DbusError, SystemdBus, MANAGER, MANAGER_PATH, SYSTEMD};
 
 /// One entry of systemd's `changes` array.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, zbus::zvariant::Type)]
-pub struct UnitFileChange {
+pub(crate) struct UnitFileChange {
     /// `symlink`, `unlink`, `is-masked`, `is-dangerous`, ...
     pub kind: String,
     /// The link (or file) changed.
@@ -33,7 +33,7 @@ impl std::fmt::Display for UnitFileChange {
 
 /// What `EnableUnitFiles` answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Enabled {
+pub(crate) struct Enabled {
     /// Whether the unit file has an `[Install]` section to carry out.
     pub carries_install_info: bool,
     pub changes: Vec<UnitFileChange>,
@@ -43,7 +43,7 @@ impl Enabled {
     /// Whether systemd made a link of `unit` (named by the link, or the
     /// unit file it points to): what enabling a unit that was not enabled
     /// must do. Links of other units (`Also=`) do not count.
-    pub fn linked(&self, unit: &str) -> bool {
+    pub(crate) fn linked(&self, unit: &str) -> bool {
         let names = |path: &str| path.rsplit('/').next() == Some(unit);
         self.changes
             .iter()
@@ -52,7 +52,11 @@ impl Enabled {
 }
 
 /// `EnableUnitFiles([unit], runtime = false, force = false)`.
-pub fn enable(bus: &SystemdBus, unit: &str, timeout: Duration) -> Result<Enabled, DbusError> {
+pub(crate) fn enable(
+    bus: &SystemdBus,
+    unit: &str,
+    timeout: Duration,
+) -> Result<Enabled, DbusError> {
     let (carries_install_info, changes): (bool, Vec<UnitFileChange>) = bus.call(
         SYSTEMD,
         MANAGER_PATH,
@@ -69,7 +73,7 @@ pub fn enable(bus: &SystemdBus, unit: &str, timeout: Duration) -> Result<Enabled
 
 /// `DisableUnitFiles([unit], runtime)`: with `runtime`, the links in
 /// `/run` (`systemctl disable --runtime`).
-pub fn disable(
+pub(crate) fn disable(
     bus: &SystemdBus,
     unit: &str,
     runtime: bool,

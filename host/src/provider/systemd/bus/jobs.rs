@@ -13,7 +13,7 @@
 //!   is kept for a while, so a job that ended before its path was known is
 //!   not lost;
 //! - a job that did not end `done` is explained with the unit's `Result`, as
-//!   systemctl's "Job for X failed because ..." is ([`super::job_result`]).
+//!   systemctl's "Job for X failed because ..." is ([`crate::provider::job_result`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroUsize;
@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use futures_core::Stream;
 use zbus::OwnedObjectPath;
 
-use super::backend::{Change, JobId};
 use super::dbus::{classify, transport, DbusError, SystemdBus, MANAGER, MANAGER_PATH, SYSTEMD};
+use crate::provider::backend::{Change, JobId};
 
 /// How many `JobRemoved` signals may wait to be read; far more than a run
 /// queues, so the bus connection never stalls on a full queue.
@@ -34,7 +34,7 @@ const KEPT_UNKNOWN_ENDS: usize = 4096;
 
 /// How a job ended, as `JobRemoved` says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobEnd {
+pub(crate) struct JobEnd {
     /// `done`, `canceled`, `timeout`, `failed`, `dependency`, `skipped`, ...
     pub result: String,
     /// The unit the job was for (as systemd names it).
@@ -50,10 +50,10 @@ struct Queued {
 }
 
 /// A job of this run that ended: what it was, how it ended.
-pub type Ended = (JobId, (Change, JobEnd));
+pub(crate) type Ended = (JobId, (Change, JobEnd));
 
 /// The jobs this run queued over the bus, and the signals that end them.
-pub struct JobWatch {
+pub(crate) struct JobWatch {
     signals: zbus::MessageStream,
     book: JobBook,
 }
@@ -121,7 +121,7 @@ impl JobBook {
 
 impl JobWatch {
     /// Adds the match for `JobRemoved` and subscribes to systemd's signals.
-    pub fn subscribe(bus: &SystemdBus, timeout: Duration) -> Result<Self, DbusError> {
+    pub(crate) fn subscribe(bus: &SystemdBus, timeout: Duration) -> Result<Self, DbusError> {
         let rule = zbus::MatchRule::builder()
             .msg_type(zbus::message::Type::Signal)
             .sender(SYSTEMD)
@@ -148,7 +148,7 @@ impl JobWatch {
     }
 
     /// Queues `change` (a job) for `unit` (mangled), mode `replace`.
-    pub fn submit(
+    pub(crate) fn submit(
         &mut self,
         bus: &SystemdBus,
         change: Change,
@@ -156,7 +156,7 @@ impl JobWatch {
         timeout: Duration,
     ) -> Result<JobId, DbusError> {
         debug_assert!(change.is_job(), "not a job: {change:?}");
-        let method = super::job_result::method(change);
+        let method = crate::provider::job_result::method(change);
         let path: OwnedObjectPath = bus.call(
             SYSTEMD,
             MANAGER_PATH,
@@ -172,13 +172,13 @@ impl JobWatch {
     /// unit's dependency, or another client did), known by its `path`,
     /// so that [`Self::wait`] can wait for its end. Its `change` is the
     /// book's only: nobody reads its result.
-    pub fn follow(&mut self, path: &str) -> JobId {
+    pub(crate) fn follow(&mut self, path: &str) -> JobId {
         self.book.queued(Change::Start, path.to_owned())
     }
 
     /// Waits until one of `jobs` has ended, or `until`; hands out every job
     /// of `jobs` that ended. A failed bus ends them all, with the error.
-    pub fn wait(
+    pub(crate) fn wait(
         &mut self,
         bus: &SystemdBus,
         jobs: &[JobId],
@@ -212,7 +212,7 @@ impl JobWatch {
     }
 
     /// Asks systemd to cancel `job`, and forgets it; says what became of it.
-    pub fn cancel(&mut self, bus: &SystemdBus, job: JobId, timeout: Duration) -> String {
+    pub(crate) fn cancel(&mut self, bus: &SystemdBus, job: JobId, timeout: Duration) -> String {
         let Some(path) = self.book.forget(job) else {
             return "it was not pending".to_owned();
         };
@@ -236,7 +236,7 @@ impl JobWatch {
     }
 
     /// Forgets `job` without cancelling it: it stays queued in systemd.
-    pub fn forget(&mut self, job: JobId) {
+    pub(crate) fn forget(&mut self, job: JobId) {
         self.book.forget(job);
     }
 
