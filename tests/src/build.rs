@@ -363,8 +363,8 @@ pub fn host_binary_release() -> PathBuf {
 }
 
 /// The `minisign` command (Debian's minisign CLI). Panics, saying how to
-/// install it, when it is missing: the tests that need it are `#[ignore]`d
-/// unless asked for, and then they run or fail.
+/// install it, when it is missing (the tests that need it say
+/// `#[e2e_test(requires = "minisign")]`).
 pub fn minisign_command() -> Command {
     let installed = Command::new("minisign")
         .arg("-v")

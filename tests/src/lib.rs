@@ -11,5 +11,6 @@ pub mod machine;
 pub mod metrics;
 pub mod outcome;
 pub mod registry;
+pub mod requires;
 pub mod sandbox;
 pub mod scratch;

@@ -143,7 +143,7 @@ fn free_port() -> u16 {
 
 impl TestRegistry {
     /// Starts a registry. Panics when `docker-registry` is not installed:
-    /// the tests that need one are `#[ignore]`d unless asked for.
+    /// the tests that need one say `requires = "docker-registry"`.
     pub fn start(options: Options) -> Self {
         assert!(
             Path::new(REGISTRY).is_file(),

@@ -125,9 +125,10 @@ impl Sandbox {
         Ok(sandbox)
     }
 
-    /// [`boot`](Self::boot), for tests, which are `#[ignore]`d unless asked
-    /// for (`cargo test -- --include-ignored`, as root): a test that needs
-    /// a sandbox either runs or fails, and is never reported as passed
+    /// [`boot`](Self::boot), for tests, which say `requires = "root,
+    /// systemd"` (ignored with the reason on a machine without, failed
+    /// under CI): a test that needs a sandbox either runs or fails, and is
+    /// never reported as passed
     /// without having run. Panics, naming what is missing, when sandboxes
     /// are impossible here, and when a possible boot fails.
     pub fn boot_for_test(share: &Path) -> Sandbox {

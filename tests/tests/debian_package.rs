@@ -9,11 +9,12 @@ use std::process::Command;
 
 use policy_host_e2e::build::{target_dir, workspace_root};
 use policy_host_e2e::outcome::text;
+use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
 
-/// Panics unless `program ARGS` runs and succeeds: these tests are
-/// `#[ignore]`d unless asked for, and then they run or fail.
+/// Panics unless `program ARGS` runs and succeeds (beyond being on PATH,
+/// which `#[e2e_test(requires)]` checks: the tool must also work).
 #[track_caller]
 fn require(program: &str, args: &[&str], install: &str) {
     assert!(
@@ -145,8 +146,7 @@ impl Inside<'_> {
     }
 }
 
-#[test]
-#[ignore = "needs root, systemd, cargo-deb, lintian and bind9-host: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd, cargo-deb, lintian, bind9-host")]
 fn lintian_finds_no_error_and_no_unexplained_warning() {
     let (first, _) = packages();
     require("lintian", &["--version"], "apt-get install lintian");
@@ -169,8 +169,7 @@ fn lintian_finds_no_error_and_no_unexplained_warning() {
 
 /// The built-in policy is in the package as a regular file, byte for byte
 /// the component cargo built in the package's own target directory.
-#[test]
-#[ignore = "needs root, systemd, cargo-deb, lintian and bind9-host: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd, cargo-deb, lintian, bind9-host")]
 fn the_package_ships_the_built_policy_whatever_the_target_directory() {
     let (first, _) = packages();
     let unpacked = tempfile::Builder::new()
@@ -243,8 +242,7 @@ fn host_toml_steps(host_toml: &str) -> (Vec<String>, Vec<String>) {
     (commands, policy)
 }
 
-#[test]
-#[ignore = "needs root, systemd, cargo-deb, lintian and bind9-host: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd, cargo-deb, lintian, bind9-host")]
 fn install_configure_run_upgrade_remove_and_purge() {
     let (first, upgrade) = packages();
     assert!(
@@ -411,8 +409,7 @@ fn doc_block(page: &str, heading: &str, tag: &str) -> String {
 /// Docker): `policy-host push`, `run --noop` typed by root, the timer's
 /// service, `verify` and `status` all read it. The registry runs inside the
 /// sandbox's own network namespace, under its systemd.
-#[test]
-#[ignore = "needs root, systemd, cargo-deb and docker-registry: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd, cargo-deb, docker-registry")]
 fn oci_sources_read_the_registry_login_where_the_package_puts_it() {
     let (first, _) = packages();
     assert!(

@@ -7,8 +7,10 @@
 //! overlap with the rest instead of each binary waiting for the one before
 //! it, and the harness is linked once. Run one area with
 //! `cargo test -p policy-host --test e2e -- AREA::` (for example
-//! `honest_outcomes::`); tests that need root or a tool are `#[ignore]`d
-//! and run with `--include-ignored`.
+//! `honest_outcomes::`). A test that needs root or a tool says so with
+//! `#[e2e_test(requires = "root, systemd")]` (`policy_host_e2e::requires`):
+//! on a machine that lacks it, it is reported as ignored with the reason,
+//! and under `CI=true` it fails instead.
 
 mod debian_package;
 mod fake_systemctl;

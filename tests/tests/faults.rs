@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use policy_host_e2e::build::{host_binary, sign_file, signed_policy, trust_args};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{run, Run};
+use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
 
 const UNITS: [&str; 5] = ["flt-a", "flt-b", "flt-c", "flt-d", "flt-e"];
@@ -98,8 +99,7 @@ fn signal(pid: u32, name: &str) {
     assert!(status.success());
 }
 
-#[test]
-#[ignore = "needs promtool (apt-get install prometheus): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "promtool")]
 fn sigterm_mid_apply_reports_what_was_done_and_exits_in_order() {
     let fake = FakeSystemctl::new();
     let settings = five(&fake);
@@ -287,8 +287,7 @@ impl Drop for SmallDisk {
     }
 }
 
-#[test]
-#[ignore = "needs root, to mount a tmpfs: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root")]
 fn a_full_disk_loses_nothing_and_hides_nothing() {
     let fake = FakeSystemctl::new();
     let settings = five(&fake);
@@ -337,8 +336,7 @@ fn a_full_disk_loses_nothing_and_hides_nothing() {
     assert_eq!(temporary_files(&disk.0), Vec::<String>::new());
 }
 
-#[test]
-#[ignore = "needs promtool (apt-get install prometheus): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "promtool")]
 fn temporary_files_of_a_killed_run_are_removed_by_the_next() {
     let fake = FakeSystemctl::new();
     let settings = five(&fake);
@@ -366,8 +364,7 @@ fn temporary_files_of_a_killed_run_are_removed_by_the_next() {
 /// The host killed with SIGKILL at each systemctl call of a converging run
 /// in turn: every time, the next run converges, and the report, metrics,
 /// version record and cache are whole.
-#[test]
-#[ignore = "needs promtool (apt-get install prometheus): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "promtool")]
 fn killed_at_every_call_the_next_run_converges() {
     let fake = FakeSystemctl::new();
     let settings = five(&fake);

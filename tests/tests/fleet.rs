@@ -14,6 +14,7 @@ use policy_host_e2e::build::{host_binary, policy_wasm, sign_file, trust_args};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{run, Run};
 use policy_host_e2e::registry::{Certificate, Options, TestRegistry};
+use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
 
 const START_WEB: &str = "- service:\n    - web:\n        ensure: running\n";
@@ -142,8 +143,7 @@ fn digest_of(pinned: &str) -> &str {
     pinned.split_once('@').expect("a digest reference").1
 }
 
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn push_then_run_follows_the_tag_and_refuses_a_rollback() {
     let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
@@ -222,8 +222,7 @@ fn push_then_run_follows_the_tag_and_refuses_a_rollback() {
 /// the newer version, and it reaches a machine that ran both versions (its
 /// kept copy of those bytes carries the old signature) as well as one that
 /// ran only the first.
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn a_fleet_rollback_signed_again_reaches_a_machine_that_ran_both_versions() {
     let registry = TestRegistry::start(Options::default());
     let (both, first_only) = (Machine::new(&registry), Machine::new(&registry));
@@ -281,8 +280,7 @@ fn a_fleet_rollback_signed_again_reaches_a_machine_that_ran_both_versions() {
     }
 }
 
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn unsigned_tampered_untrusted_misnamed_and_two_layer_artifacts_are_refused() {
     let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
@@ -411,8 +409,7 @@ fn unsigned_tampered_untrusted_misnamed_and_two_layer_artifacts_are_refused() {
     m.assert_refused(&r, "no such manifest");
 }
 
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn a_registry_outage_runs_the_last_verified_copy_marked_stale() {
     let mut registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
@@ -470,8 +467,7 @@ fn a_registry_outage_runs_the_last_verified_copy_marked_stale() {
     assert!(r.stderr.contains("no verified copy"), "{}", r.stderr);
 }
 
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn tls_with_a_private_ca_and_htpasswd_login() {
     let options = Options {
         tls: true,
@@ -624,8 +620,7 @@ fn tls_with_a_private_ca_and_htpasswd_login() {
 /// the same trust, the same verdict and the same lines, with the digest the
 /// tag points to; `host push` takes a digest pin and refuses one that the
 /// file does not make, before uploading anything.
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn verify_inspect_and_push_take_references_and_digest_pins() {
     let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
@@ -756,8 +751,7 @@ fn verify_inspect_and_push_take_references_and_digest_pins() {
 /// A refusal by the registry's certificate or its login says so, on one
 /// `error:` line that names the setting to change, never as a network
 /// problem, and never with a library's log line as a second error.
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn registry_errors_name_their_real_cause_once() {
     let cases = [
         (
@@ -871,8 +865,7 @@ fn registry_errors_name_their_real_cause_once() {
     }
 }
 
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn a_plain_http_registry_reached_as_https_names_insecure_registries() {
     let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
@@ -910,8 +903,7 @@ fn a_plain_http_registry_reached_as_https_names_insecure_registries() {
     );
 }
 
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn host_toml_lists_the_policies_a_bare_run_runs() {
     let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
@@ -958,8 +950,7 @@ fn host_toml_lists_the_policies_a_bare_run_runs() {
     assert_eq!(m.fake.calls(), Vec::<String>::new());
 }
 
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn the_pushed_artifact_follows_the_cncf_wasm_layout() {
     let registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
@@ -1121,8 +1112,7 @@ impl Drop for FakeServer {
     }
 }
 
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn a_registry_that_never_answers_costs_its_timeout_then_the_kept_copy_runs() {
     let mut registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);
@@ -1174,8 +1164,7 @@ fn a_registry_that_never_answers_costs_its_timeout_then_the_kept_copy_runs() {
     );
 }
 
-#[test]
-#[ignore = "needs docker-registry (and promtool): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "docker-registry, promtool")]
 fn a_blob_cut_in_the_middle_is_never_kept_and_the_kept_copy_runs() {
     let mut registry = TestRegistry::start(Options::default());
     let m = Machine::new(&registry);

@@ -9,6 +9,7 @@
 //! be a failure: no false success.
 
 use policy_host_e2e::machine::{actions, errors, machine, mutating_calls, resource, Machine, Run};
+use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
 
 /// A manifest with every name `ensure: running`.
@@ -47,8 +48,7 @@ fn failed_start<'a>(run: &Run, report: &'a Value, name: &str) -> &'a Value {
     event
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_daemon_that_exits_at_once_or_half_a_second_later_is_a_failed_start() {
     let m = machine();
     m.install_units(&[
@@ -102,8 +102,7 @@ fn a_daemon_that_exits_at_once_or_half_a_second_later_is_a_failed_start() {
     assert_eq!(m.sandbox.is_active("ho-late"), "failed");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_crash_loop_is_a_failure_and_a_second_run_makes_no_start() {
     let m = machine();
     m.install_units(&[
@@ -170,8 +169,7 @@ fn a_crash_loop_is_a_failure_and_a_second_run_makes_no_start() {
     assert_eq!(m.sandbox.is_active("ho-slowloop"), "inactive");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn notify_and_forking_daemons_that_die_after_ready_are_failed_and_a_healthy_one_started() {
     let m = machine();
     m.install_units(&[
@@ -209,8 +207,7 @@ fn notify_and_forking_daemons_that_die_after_ready_are_failed_and_a_healthy_one_
     assert_eq!(m.sandbox.is_active("ho-healthy"), "active");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn what_a_dying_unit_printed_is_escaped_on_the_terminal() {
     let m = machine();
     m.install_units(&[unit(
@@ -238,8 +235,7 @@ fn what_a_dying_unit_printed_is_escaped_on_the_terminal() {
     );
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_dependency_systemd_starts_is_unchanged_with_one_start_in_total() {
     let m = machine();
     let slow_dep = "ExecStartPre=/bin/sleep 0.5\nExecStart=/bin/sleep infinity";

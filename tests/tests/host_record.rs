@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use policy_host_e2e::build::{sign_file, signed_policy};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{resource, Run};
+use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
 
 fn liar() -> PathBuf {
@@ -38,8 +39,7 @@ fn strings(value: &Value) -> Vec<String> {
         .collect()
 }
 
-#[test]
-#[ignore = "needs promtool (apt-get install prometheus): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "promtool")]
 fn changes_a_policy_leaves_out_of_its_report_are_reported_and_fail_the_run() {
     let fake = FakeSystemctl::new();
     fake.unit("sshd", "active", "enabled");

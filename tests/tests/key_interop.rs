@@ -4,9 +4,8 @@
 //! `host keygen`, with and without a password; every signature is checked by
 //! both `minisign -V` and `host verify`.
 //!
-//! They need the `minisign` command, so they are `#[ignore]`d (reported as
-//! ignored, never as passed) unless asked for with `--include-ignored`; then
-//! a missing `minisign` fails them.
+//! They require the `minisign` command (`#[e2e_test(requires)]`): without
+//! it they are reported as ignored, never as passed, and fail under CI.
 
 use std::fs;
 use std::io::Write as _;
@@ -15,6 +14,7 @@ use std::process::{Command, Output, Stdio};
 
 use policy_host_e2e::build::{host_binary, minisign_command};
 use policy_host_e2e::outcome::text;
+use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::scratch::Scratch;
 
 /// The password every encrypted key of these tests has, and a file holding it.
@@ -182,8 +182,7 @@ fn assert_both_verify(minisign: Command, policy: &Path, public: &Path) {
     assert!(said.contains("file:policy.wasm"), "{said}");
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn host_sign_uses_an_unencrypted_key_from_minisign_w() {
     let minisign = minisign();
     let s = Signing::new("interop-minisign-w");
@@ -199,8 +198,7 @@ fn host_sign_uses_an_unencrypted_key_from_minisign_w() {
     assert_both_verify(Command::new("minisign"), &s.policy, &public);
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn host_sign_uses_a_password_protected_key_from_minisign() {
     let minisign = minisign();
     let s = Signing::new("interop-minisign-password");
@@ -220,8 +218,7 @@ fn host_sign_uses_a_password_protected_key_from_minisign() {
     assert_both_verify(Command::new("minisign"), &s.policy, &public);
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn host_sign_uses_a_key_whose_password_minisign_removed() {
     // `minisign -C -W` decrypts a key and, unlike `-G -W`, keeps its checksum.
     let minisign = minisign();
@@ -237,8 +234,7 @@ fn host_sign_uses_a_key_whose_password_minisign_removed() {
     assert_both_verify(Command::new("minisign"), &s.policy, &public);
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn minisign_signs_with_an_unencrypted_key_from_host_keygen() {
     let minisign = minisign();
     let s = Signing::new("interop-host-unencrypted");
@@ -253,8 +249,7 @@ fn minisign_signs_with_an_unencrypted_key_from_host_keygen() {
     assert_both_verify(Command::new("minisign"), &s.policy, &public);
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn minisign_signs_with_a_password_protected_key_from_host_keygen() {
     let minisign = minisign();
     let s = Signing::new("interop-host-password");

@@ -12,8 +12,7 @@
 //!
 //! The unprivileged side of each attack runs as a throwaway system user that
 //! the test creates (`useradd --system`) and removes (`userdel`), through
-//! `setpriv`. That needs root, so those tests are `#[ignore]`d unless asked
-//! for with `--include-ignored`, and then fail without root. Each checks that the
+//! `setpriv`. That requires root (`#[e2e_test(requires = "root")]`). Each checks that the
 //! victim (a root-only file, a directory's mode) is unchanged, that the run
 //! is refused or goes on as specified, and that the message names the problem.
 
@@ -34,6 +33,7 @@ use policy_host_e2e::executable::write_executable;
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::text;
 use policy_host_e2e::outcome::{assert_contains, json_calls, Run};
+use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::scratch::Scratch;
 use serde_json::Value;
 
@@ -82,7 +82,7 @@ static USERS: Mutex<()> = Mutex::new(());
 
 impl Attacker {
     /// Creates the user; panics, naming why, when users cannot be made
-    /// here (the tests that need one are `#[ignore]`d unless asked for).
+    /// here (the tests that need one require root).
     fn create(test: &str) -> Self {
         if let Some(why) = cannot_create_users() {
             panic!("{test} needs root to create a throwaway user, and {why}");
@@ -298,8 +298,7 @@ fn kill_group(child: &mut Child) {
 /// directory, the file 0644), any user could open it read-only, take the
 /// flock and hold it forever, so that the timer's runs never happened. Now
 /// the lock's directory is created 0700: the user cannot even open the file.
-#[test]
-#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root")]
 fn a_user_cannot_hold_the_lock_in_its_private_directory() {
     let attacker = Attacker::create("a_user_cannot_hold_the_lock");
     let s = Scratch::new("attack-lock-hold");
@@ -362,8 +361,7 @@ fn a_user_cannot_hold_the_lock_in_its_private_directory() {
 /// The old layout itself is refused, with the reason: a lock directory
 /// others can write (like /run/lock, mode 1777), where the attacker has
 /// already taken the lock through a read-only descriptor of a file of hers.
-#[test]
-#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root")]
 fn a_lock_directory_others_can_write_is_refused_not_waited_on() {
     let attacker = Attacker::create("a_lock_directory_others_can_write");
     let s = Scratch::new("attack-lock-shared");
@@ -411,8 +409,7 @@ fn a_lock_directory_others_can_write_is_refused_not_waited_on() {
 /// made root truncate and overwrite a root-only file. Planted by the user in
 /// a directory she can write, or found in the lock's own directory: refused
 /// either way, with the reason, and the file is untouched.
-#[test]
-#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root")]
 fn a_symlink_planted_at_the_lock_path_is_refused_and_the_victim_is_unchanged() {
     let attacker = Attacker::create("a_symlink_planted_at_the_lock_path");
     let s = Scratch::new("attack-lock-symlink");
@@ -481,8 +478,7 @@ fn a_symlink_planted_at_the_lock_path_is_refused_and_the_victim_is_unchanged() {
 /// scheme (`.NAME.PID.tmp`, the host's pid known once it starts), and at the
 /// files themselves. The files are written through unpredictable `O_EXCL`
 /// temporary files and renamed over the links: the victim is untouched.
-#[test]
-#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root")]
 fn symlinks_planted_for_the_metrics_and_report_files_are_never_followed() {
     let attacker = Attacker::create("symlinks_planted_for_the_metrics");
     let s = Scratch::new("attack-metrics");
@@ -585,8 +581,7 @@ fn policy_signed_with(dir: &Path, secret: &Path) -> PathBuf {
 /// adds her own key to a group-writable directory and signs a policy with
 /// it: refused, and so are a key file she could change, and a directory on
 /// the way that is hers.
-#[test]
-#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root")]
 fn trusted_keys_anyone_else_can_change_are_refused() {
     let attacker = Attacker::create("trusted_keys_anyone_else_can_change");
     let s = Scratch::new("attack-keys");
@@ -692,8 +687,7 @@ fn trusted_keys_anyone_else_can_change_are_refused() {
 /// world-writable directory such as /var/tmp) changed its target's mode to
 /// 0700. Now it is refused before anything is changed: the target keeps its
 /// mode and contents, the run goes on without a cache, and says why.
-#[test]
-#[ignore = "needs root, to create a throwaway user: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root")]
 fn a_symlinked_cache_dir_is_not_used_and_its_target_keeps_its_mode() {
     let attacker = Attacker::create("a_symlinked_cache_dir");
     let s = Scratch::new("attack-cache");

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 use policy_host_e2e::build::{host_binary, run_args, signed_policy};
 use policy_host_e2e::outcome::text;
+use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
 
 /// What systemctl 252 prints where PID 1 is not systemd.
@@ -53,8 +54,7 @@ fn run(extra: &[&str]) -> Output {
     host(&args)
 }
 
-#[test]
-#[ignore = "needs systemd's systemctl (on a machine whose PID 1 is not systemd, or root): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "systemctl")]
 fn without_systemd_the_run_says_so_once_first_and_reports_no_unit_missing() {
     let out = run(&["--noop"]);
     let stdout = text(&out.stdout);
@@ -98,8 +98,7 @@ fn without_systemd_the_run_says_so_once_first_and_reports_no_unit_missing() {
     );
 }
 
-#[test]
-#[ignore = "needs systemd's systemctl (on a machine whose PID 1 is not systemd, or root): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "systemctl")]
 fn without_systemd_the_json_report_says_the_provider_is_unavailable() {
     let out = run(&["--noop", "--json"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));

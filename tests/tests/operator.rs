@@ -11,6 +11,7 @@ use policy_host_e2e::build::{
 };
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
 use policy_host_e2e::outcome::text;
+use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
 
 fn web_host() -> FakeSystemctl {
@@ -102,8 +103,7 @@ fn a_directory_of_policies_runs_in_name_order_and_later_ones_see_earlier_changes
     assert_eq!(fake.calls().last().unwrap(), "daemon-reload");
 }
 
-#[test]
-#[ignore = "needs promtool (apt-get install prometheus): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "promtool")]
 fn report_and_metrics_files_are_written() {
     let fake = web_host();
     let report_file = fake.root().join("reports/last-run.json");
@@ -155,8 +155,7 @@ fn report_and_metrics_files_are_written() {
     );
 }
 
-#[test]
-#[ignore = "needs promtool (apt-get install prometheus): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "promtool")]
 fn a_run_that_cannot_happen_still_reports_failure_to_monitoring() {
     let fake = web_host();
     let dir = temp_dir("unsigned-metrics");

@@ -7,6 +7,7 @@
 //! systemctl`, and gets the same events and final states.
 
 use policy_host_e2e::machine::{actions, errors, machine, resource, Machine, Run};
+use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
 
 /// A service whose start takes `start_secs` (`ExecStartPre=/bin/sleep`),
@@ -70,8 +71,7 @@ fn start_records(report: &Value) -> Vec<&Value> {
         .collect()
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn twenty_slow_units_start_side_by_side_and_a_failing_one_fails_alone() {
     let m = machine();
     let names: Vec<String> = (1..=20).map(|i| format!("pj-slow{i:02}")).collect();
@@ -136,8 +136,7 @@ fn twenty_slow_units_start_side_by_side_and_a_failing_one_fails_alone() {
     assert_eq!(m.sandbox.is_enabled("pj-broken"), "disabled");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_subscriber_restarts_after_its_service_is_up_and_stops_run_side_by_side() {
     let m = machine();
     let stoppers: Vec<String> = (1..=6).map(|i| format!("pj-stop{i}")).collect();
@@ -203,8 +202,7 @@ fn a_subscriber_restarts_after_its_service_is_up_and_stops_run_side_by_side() {
     }
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_start_that_never_ends_costs_the_timeout_is_cancelled_and_the_others_converge() {
     let m = machine();
     let mut units = vec![(
@@ -322,8 +320,7 @@ fn outcome(m: &Machine, report: &Value) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn jobs_in_parallel_one_at_a_time_and_systemctl_give_the_same_events_and_states() {
     let m = machine();
     let mut units: Vec<_> = ["pj-a", "pj-b", "pj-c"]
@@ -437,8 +434,7 @@ fn jobs_in_parallel_one_at_a_time_and_systemctl_give_the_same_events_and_states(
     assert!(last_start < first_enable, "{order:?}");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn sigterm_cancels_no_queued_job_and_reports_which_jobs_ended() {
     let m = machine();
     let units = vec![
@@ -504,8 +500,7 @@ fn sigterm_cancels_no_queued_job_and_reports_which_jobs_ended() {
     }
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn an_enable_systemd_refuses_fails_in_systemctls_words_and_a_missing_unit_is_named() {
     let m = machine();
     m.install_units(&[slow_service("pj-main", "0", "")]);

@@ -2,14 +2,14 @@
 //! sandbox (see `policy_host_e2e::sandbox`). Every test checks the units'
 //! real state with `systemctl` inside the sandbox, not only the host's report.
 //!
-//! These tests need root and Linux namespaces, so they are `#[ignore]`d
-//! unless asked for with `--include-ignored`; then they run or fail.
+//! These tests require root and systemd (`#[e2e_test(requires)]`).
 
 use policy_host_e2e::build;
 use policy_host_e2e::machine::{
     actions, calls, count_calls, errors, machine, mutating_calls, resource, state, Machine,
 };
 use policy_host_e2e::outcome::watched_states;
+use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
 
@@ -23,8 +23,7 @@ const CONVERGE: &str = "
         enable: false
 ";
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn sandbox_boots_a_private_systemd_and_stops_it_without_a_trace() {
     let sandbox = Sandbox::boot_for_test(&build::target_dir());
     let pid = sandbox.pid();
@@ -50,8 +49,7 @@ fn sandbox_boots_a_private_systemd_and_stops_it_without_a_trace() {
     assert_ne!(comm.trim(), "systemd", "systemd (PID {pid}) outlived stop");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn converges_start_stop_enable_disable_then_second_run_changes_nothing() {
     let m = machine();
     m.service("demo-a", false, false);
@@ -124,8 +122,7 @@ fn need_daemon_reload(m: &Machine, unit: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn the_run_reloads_when_a_unit_it_reads_changed_on_disk_or_before_its_first_change() {
     let m = machine();
     m.service("rl-app", true, true);
@@ -244,8 +241,7 @@ fn the_run_reloads_when_a_unit_it_reads_changed_on_disk_or_before_its_first_chan
     );
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn noop_reports_what_would_change_and_changes_nothing() {
     let m = machine();
     m.service("demo-a", false, false);
@@ -274,8 +270,7 @@ fn noop_reports_what_would_change_and_changes_nothing() {
     );
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn refresh_restarts_a_subscribed_running_service() {
     let m = machine();
     m.service("demo-a", true, true);
@@ -320,8 +315,7 @@ fn refresh_restarts_a_subscribed_running_service() {
     );
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_unit_that_fails_to_start_is_a_failure_with_systemds_message() {
     let m = machine();
     // Type=oneshot: `systemctl start` waits for the program and fails with it. (With
@@ -351,8 +345,7 @@ fn a_unit_that_fails_to_start_is_a_failure_with_systemds_message() {
     assert_eq!(detailed.code & 4, 4, "failure bit: {detailed:?}");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_missing_unit_is_service_not_found() {
     let m = machine();
     let run = m.run(
@@ -372,8 +365,7 @@ fn a_missing_unit_is_service_not_found() {
     assert_eq!(mutating_calls(&report), Vec::<String>::new(), "{report:#}");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_masked_unit_cannot_be_started() {
     let m = machine();
     // A vendor unit (mask puts a /dev/null symlink in /etc, where it must not exist yet).
@@ -447,8 +439,7 @@ fn enable_false_is_refused_then_dropping_enable_converges(m: &Machine, name: &st
 /// Issue 1: `sfx2` and `sfx2.service` are one unit. Declared both ways, the
 /// policy is rejected before anything is queried or changed (not even the
 /// daemon-reload); subscriptions match a service in either spelling.
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn names_are_compared_as_systemd_compares_them() {
     let m = machine();
     m.service("sfx2", false, false);
@@ -512,8 +503,7 @@ fn names_are_compared_as_systemd_compares_them() {
 }
 
 /// Issue 2: a static unit has no [Install] section.
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn static_unit_with_enable_false_is_refused_before_any_change() {
     let m = machine();
     m.sandbox
@@ -524,8 +514,7 @@ fn static_unit_with_enable_false_is_refused_before_any_change() {
 
 /// Issue 2: an indirect unit's [Install] section has only `Also=`; a
 /// `disable` would have disabled the unit it names.
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn indirect_unit_with_enable_false_is_refused_before_any_change() {
     let m = machine();
     m.service("kind-also", false, true);
@@ -545,8 +534,7 @@ fn indirect_unit_with_enable_false_is_refused_before_any_change() {
 /// A generated unit: a generator writes it on every daemon-reload (the
 /// host's own included), so it is made by a generator, not written into
 /// /run/systemd/generator by hand, which the next reload would wipe.
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn generated_unit_with_enable_false_is_refused_before_any_change() {
     let m = machine();
     m.sandbox.write_file(
@@ -567,8 +555,7 @@ fn generated_unit_with_enable_false_is_refused_before_any_change() {
 /// Issue 3: `disable` of an alias disables the unit it names and deletes
 /// the alias. `enable: false` on the alias is refused, naming it and how to
 /// find its unit; managing that unit instead converges.
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn alias_with_enable_false_is_refused_and_its_unit_is_managed_instead() {
     let m = machine();
     m.sandbox.install_unit(
@@ -627,8 +614,7 @@ fn alias_with_enable_false_is_refused_and_its_unit_is_managed_instead() {
 /// Issue 4: a transient unit disappears once stopped. A successful stop
 /// reaches `ensure: stopped`; `enable: false` is refused before any change;
 /// a run that finds it missing before doing anything is "service not found".
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn transient_unit_gone_after_its_stop_counts_as_stopped() {
     let m = machine();
     let run = m.sandbox.exec(&[
@@ -693,8 +679,7 @@ fn transient_unit_gone_after_its_stop_counts_as_stopped() {
 
 /// A linked unit (`systemctl link`) counts as disabled: `enable: false`
 /// needs nothing, `enable: true` enables it.
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn linked_unit_counts_as_disabled_and_can_be_enabled() {
     let m = machine();
     m.sandbox.write_file(
@@ -739,8 +724,7 @@ fn linked_unit_counts_as_disabled_and_can_be_enabled() {
 
 /// A masked unit counts as disabled: stopped and `enable: false` needs
 /// nothing; `enable: true` is refused by systemd.
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn masked_unit_counts_as_disabled_and_cannot_be_enabled() {
     let m = machine();
     m.sandbox.write_file(
@@ -787,8 +771,7 @@ fn masked_unit_counts_as_disabled_and_cannot_be_enabled() {
 /// so is a unit enabled both in /etc and at runtime, which reads `enabled`:
 /// the contract's `disable` is complete, so one is asked for each. The next
 /// run changes nothing.
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn runtime_enablement_is_removed_by_enable_false() {
     let m = machine();
     m.service("kind-runtime", true, false);
@@ -854,8 +837,7 @@ fn runtime_enablement_is_removed_by_enable_false() {
 // a plain run, on a real systemd, with a real package built by dpkg-deb and
 // installed, upgraded and removed by dpkg inside the sandbox.
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn an_edited_configuration_restarts_its_subscriber_on_a_plain_run() {
     let m = machine();
     m.service("demo-app", true, true);
@@ -1002,8 +984,7 @@ fn an_edited_configuration_restarts_its_subscriber_on_a_plain_run() {
     assert_ne!(m.sandbox.main_pid("demo-app"), before, "restarted");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_package_upgrade_and_removal_restart_the_subscriber_and_a_failed_restart_is_retried() {
     let m = machine();
     m.service_that_can_fail("demo-pkgd");

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::Output;
 
 use policy_host_e2e::build;
+use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
 
@@ -197,8 +198,7 @@ fn word<'a>(report: &'a Value, name: &str, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {key} for {name}: {report:#}"))
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn dbus_and_systemctl_give_the_same_answers() {
     let host = build::host_binary();
     let sandbox = Sandbox::boot_for_test(&build::target_dir());
@@ -270,8 +270,7 @@ fn dbus_and_systemctl_give_the_same_answers() {
     );
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
     let sandbox = Sandbox::boot_for_test(&build::target_dir());
     sandbox.start_system_bus();
@@ -311,8 +310,7 @@ fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
     }
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn a_bus_restart_and_a_daemon_reexec_mid_run_give_no_wrong_answer_and_no_hang() {
     let sandbox = Sandbox::boot_for_test(&build::target_dir());
     sandbox.start_system_bus();

@@ -13,6 +13,7 @@ use std::process::Command;
 use policy_host_e2e::build::{host_binary, minisign_command, policy_wasm};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{run, Run};
+use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
 
 fn minisign() -> Command {
@@ -147,8 +148,7 @@ impl Machine {
 const STOP_SSHD: &str = "- service:\n    - sshd:\n        ensure: stopped\n        enable: false\n";
 const WEB: &str = "- service:\n    - web:\n        ensure: running\n";
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn settings_must_be_signed_and_untampered() {
     let m = Machine::new();
     let policy = m.policy("site.wasm");
@@ -199,8 +199,7 @@ fn settings_must_be_signed_and_untampered() {
     }
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn allow_unsigned_covers_settings_and_says_so() {
     let m = Machine::new();
     let policy = m.policy("site.wasm");
@@ -215,8 +214,7 @@ fn allow_unsigned_covers_settings_and_says_so() {
         .contains("settings file signature NOT verified"));
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn a_signature_runs_only_under_the_name_it_was_made_for() {
     let m = Machine::new();
     let site = m.write("site.yaml", WEB);
@@ -266,8 +264,7 @@ fn a_signature_runs_only_under_the_name_it_was_made_for() {
     m.assert_refused(&r, "signed as \"site.yaml\", not as \"other.yaml\"");
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn an_older_signed_version_is_refused_unless_rollback_is_allowed() {
     let m = Machine::new();
     let site = m.write("site.yaml", WEB);
@@ -335,8 +332,7 @@ fn an_older_signed_version_is_refused_unless_rollback_is_allowed() {
     m.run(&policy, &site, &[]).assert_exit(0);
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn a_signature_without_a_name_or_a_time_is_refused() {
     let m = Machine::new();
     let site = m.write("site.yaml", WEB);
@@ -352,8 +348,7 @@ fn a_signature_without_a_name_or_a_time_is_refused() {
     m.run(&policy, &site, &["--allow-rollback"]).assert_exit(0);
 }
 
-#[test]
-#[ignore = "needs the minisign CLI: cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "minisign")]
 fn a_damaged_version_record_stops_the_run() {
     let m = Machine::new();
     let site = m.write("site.yaml", WEB);

@@ -8,14 +8,14 @@
 //! drop-ins: a schedule of seconds instead of minutes, and a probe that
 //! records what the service's processes see.
 //!
-//! These tests need root and Linux namespaces, so they are `#[ignore]`d
-//! unless asked for with `--include-ignored`; then they run or fail.
+//! These tests require root and systemd (`#[e2e_test(requires)]`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use policy_host_e2e::build;
 use policy_host_e2e::metrics::{self, Samples};
+use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 use serde_json::Value;
 
@@ -286,8 +286,7 @@ const PROBE: &str = r#"#!/bin/sh
 } > /var/lib/policy-host/probe.txt 2>&1
 "#;
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn the_units_pass_systemd_analyze_verify_and_are_hardened() {
     let m = machine();
     let verify = m.sandbox.exec(&[
@@ -332,8 +331,7 @@ fn the_units_pass_systemd_analyze_verify_and_are_hardened() {
     assert!(exposure < 2.0, "exposure {exposure}:\n{security}");
 }
 
-#[test]
-#[ignore = "needs root and systemd (a sandbox is booted): cargo test -- --include-ignored, as the README's test command does"]
+#[e2e_test(requires = "root, systemd")]
 fn the_timer_runs_the_policies_under_the_hardened_service() {
     let m = machine();
     // The example policy's units, away from their desired state.
