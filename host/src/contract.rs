@@ -27,22 +27,19 @@ contract_words::provider_error_methods!(ProviderError);
 
 pub use contract_words::ErrorKind;
 
+contract_words::contract_word_methods!(operation: Operation, action: Action, ensure: Ensure);
+
+pub use contract_words::{Done, State, Verb};
+
 impl Operation {
     /// The systemctl verb, and the operation's name in reports.
     pub fn verb(self) -> &'static str {
-        match self {
-            Operation::Status => "status",
-            Operation::Start => "start",
-            Operation::Stop => "stop",
-            Operation::Restart => "restart",
-            Operation::Enable => "enable",
-            Operation::Disable => "disable",
-        }
+        self.word().as_str()
     }
 
     /// True for every operation except `status`.
     pub fn is_mutating(self) -> bool {
-        !matches!(self, Operation::Status)
+        self.word().is_mutating()
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::ResourceEvent;
+use super::{Done, ResourceEvent};
 use crate::text::Untrusted;
 use crate::watch::survey::{Seen, ServiceWatch, Survey, Watched};
 
@@ -104,7 +104,7 @@ pub(super) fn annotate(events: &mut [ResourceEvent], survey: &Survey, room: usiz
         let triggered = event
             .actions
             .iter()
-            .any(|a| *a == "restarted" || *a == "started");
+            .any(|a| matches!(a, Done::Restarted | Done::Started));
         if !triggered {
             continue;
         }
@@ -168,7 +168,7 @@ mod tests {
     use crate::guest::{GuestOutcome, Source};
     use crate::watch::Change;
 
-    fn event(name: &str, actions: Vec<&'static str>) -> ResourceEvent {
+    fn event(name: &str, actions: Vec<Done>) -> ResourceEvent {
         ResourceEvent {
             resource: format!("service#{name}"),
             changed: !actions.is_empty(),
@@ -262,7 +262,10 @@ mod tests {
                 ),
             ],
         };
-        let mut events = vec![event("first", Vec::new()), event("web", vec!["restarted"])];
+        let mut events = vec![
+            event("first", Vec::new()),
+            event("web", vec![Done::Restarted]),
+        ];
         annotate(&mut events, &survey, 5_000);
         let web = &events[1].watch;
         assert_eq!(
@@ -302,7 +305,7 @@ mod tests {
                 ),
             ],
         };
-        let mut events = vec![event("web", vec!["started"]), event("db", Vec::new())];
+        let mut events = vec![event("web", vec![Done::Started]), event("db", Vec::new())];
         annotate(&mut events, &survey, 1 << 20);
         assert_eq!(events[0].watch.triggered_by[0].change, "appeared");
         assert!(events[1].watch.triggered_by.is_empty());

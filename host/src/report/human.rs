@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use crate::text::{lines, one_line, truncate, Untrusted};
 
 use super::{Report, RunReport, Summary};
-use crate::guest::ResourceEvent;
+use crate::guest::{Done, ResourceEvent};
 use crate::provider::Call;
 
 /// How much to print.
@@ -287,7 +287,7 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
         let done = if r.actions.is_empty() {
             String::new()
         } else {
-            format!(" (after {})", r.actions.join(", "))
+            format!(" (after {})", joined_words(&r.actions))
         };
         let errors: Vec<String> = r.errors.iter().map(Untrusted::to_string).collect();
         return style.red(&format!("FAILED{done}: {}", errors.join("; ")));
@@ -335,7 +335,7 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
     if r.actions.is_empty() {
         style.dim(&format!("unchanged{recorded}"))
     } else {
-        style.green(&format!("{}{because}", r.actions.join(", ")))
+        style.green(&format!("{}{because}", joined_words(&r.actions)))
     }
 }
 
@@ -418,13 +418,19 @@ fn thousands(n: usize) -> String {
     out
 }
 
+/// Actions as a report line writes them: `started, enabled`.
+fn joined_words(actions: &[Done]) -> String {
+    let words: Vec<&str> = actions.iter().map(|d| d.as_str()).collect();
+    words.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::guest::{Counts, Source, Trigger, WatchReport};
     use crate::watch::survey::{Seen, Watched};
 
-    fn event(actions: Vec<&'static str>, watch: WatchReport) -> ResourceEvent {
+    fn event(actions: Vec<Done>, watch: WatchReport) -> ResourceEvent {
         ResourceEvent {
             resource: "service#web".into(),
             changed: !actions.is_empty(),
@@ -485,7 +491,7 @@ mod tests {
             unchanged,
             "unchanged (10,000 references first seen: recorded, nothing to restart)"
         );
-        let restarted = describe(&event(vec!["restarted"], watch), PLAIN);
+        let restarted = describe(&event(vec![Done::Restarted], watch), PLAIN);
         assert!(
             restarted.ends_with(" changed and 9,997 more)"),
             "{restarted}"

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use super::Report;
+use crate::guest::Done;
 
 /// The metrics of one invocation. `report` is `None` when the run could not
 /// happen at all (a refused signature, a missing file): that is a failed run
@@ -92,7 +93,7 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         .unwrap_or_default()
         .iter()
         .flat_map(|r| &r.resources)
-        .filter(|e| e.actions.contains(&"restarted"))
+        .filter(|e| e.actions.contains(&Done::Restarted))
     {
         let causes: Vec<&str> = event
             .watch
@@ -267,10 +268,10 @@ mod tests {
     #[test]
     fn restarts_are_counted_by_what_triggered_them() {
         use crate::guest::{ResourceEvent, Source, Trigger, WatchReport};
-        let event = |name: &str, actions: Vec<&'static str>, triggers: &[&str]| ResourceEvent {
+        let event = |name: &str, actions: Vec<Done>, triggers: &[&str]| ResourceEvent {
             resource: format!("service#{name}"),
             changed: !actions.is_empty(),
-            refreshed: actions.contains(&"restarted"),
+            refreshed: actions.contains(&Done::Restarted),
             noop: false,
             noop_message: None,
             actions,
@@ -293,14 +294,14 @@ mod tests {
         };
         let mut report = run("web.wasm", source("/p.wasm", "sha256:aa", false), None);
         report.resources = vec![
-            event("web", vec!["restarted"], &["file#/etc/web.conf"]),
+            event("web", vec![Done::Restarted], &["file#/etc/web.conf"]),
             event(
                 "proxy",
-                vec!["restarted"],
+                vec![Done::Restarted],
                 &["file#/etc/web.conf", "package#nginx"],
             ),
-            event("app", vec!["restarted"], &[]),
-            event("db", vec!["started"], &["package#postgresql"]),
+            event("app", vec![Done::Restarted], &[]),
+            event("db", vec![Done::Started], &["package#postgresql"]),
         ];
         let text = render_metrics(
             Some(&Report::new(vec![report])),

@@ -1,7 +1,8 @@
 //! The tables both sides of the policy contract (`wit/policy.wit`) share,
 //! declared once: the words `systemctl is-active` and `is-enabled` print
-//! and what each counts as, the unit types systemd knows, and the cases of
-//! `provider-error` with the methods both sides give them.
+//! and what each counts as, the unit types systemd knows, the words of the
+//! contract's operations, actions and states as reports write them, and the
+//! cases of `provider-error` with the methods both sides give them.
 //!
 //! The two sides check names independently on purpose (the host trusts no
 //! guest); what they must agree on word for word lives here.
@@ -72,6 +73,170 @@ pub const UNIT_TYPES: [&str; 11] = [
 pub fn unit_type(name: &str) -> Option<&'static str> {
     let (_, suffix) = name.rsplit_once('.')?;
     UNIT_TYPES.iter().copied().find(|t| *t == suffix)
+}
+
+/// The six operations of `service-provider`, by the verb systemctl and
+/// reports use for each (`start`). Each side's generated `operation` gets
+/// `word()` from [`contract_word_methods!`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verb {
+    /// `status`
+    Status,
+    /// `start`
+    Start,
+    /// `stop`
+    Stop,
+    /// `restart`
+    Restart,
+    /// `enable`
+    Enable,
+    /// `disable`
+    Disable,
+}
+
+impl Verb {
+    /// The verb (`start`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Status => "status",
+            Verb::Start => "start",
+            Verb::Stop => "stop",
+            Verb::Restart => "restart",
+            Verb::Enable => "enable",
+            Verb::Disable => "disable",
+        }
+    }
+
+    /// True for every operation except `status`.
+    pub fn is_mutating(self) -> bool {
+        self != Verb::Status
+    }
+
+    /// What a resource did when this operation was carried out
+    /// (`started`); `None` for `status`, which does nothing.
+    pub fn done(self) -> Option<Done> {
+        Some(match self {
+            Verb::Status => return None,
+            Verb::Start => Done::Started,
+            Verb::Stop => Done::Stopped,
+            Verb::Restart => Done::Restarted,
+            Verb::Enable => Done::Enabled,
+            Verb::Disable => Done::Disabled,
+        })
+    }
+}
+
+/// The contract's `action` cases: what a resource did, by the word reports
+/// use (`started`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Done {
+    /// `started`
+    Started,
+    /// `stopped`
+    Stopped,
+    /// `restarted`
+    Restarted,
+    /// `enabled`
+    Enabled,
+    /// `disabled`
+    Disabled,
+}
+
+impl Done {
+    /// The word (`started`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Done::Started => "started",
+            Done::Stopped => "stopped",
+            Done::Restarted => "restarted",
+            Done::Enabled => "enabled",
+            Done::Disabled => "disabled",
+        }
+    }
+
+    /// The operation that does it (`start`).
+    pub fn verb(self) -> Verb {
+        match self {
+            Done::Started => Verb::Start,
+            Done::Stopped => Verb::Stop,
+            Done::Restarted => Verb::Restart,
+            Done::Enabled => Verb::Enable,
+            Done::Disabled => Verb::Disable,
+        }
+    }
+}
+
+/// The contract's `ensure` cases, by the word manifests and reports use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// `running`
+    Running,
+    /// `stopped`
+    Stopped,
+}
+
+impl State {
+    /// The word (`running`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Running => "running",
+            State::Stopped => "stopped",
+        }
+    }
+
+    /// `running` when `running`, else `stopped`.
+    pub fn of(running: bool) -> Self {
+        if running {
+            State::Running
+        } else {
+            State::Stopped
+        }
+    }
+}
+
+/// Gives each side's generated `operation`, `action` and `ensure` types a
+/// `word()`: the [`Verb`], [`Done`] or [`State`] it stands for. Expanded
+/// once by each side, so the words never differ.
+#[macro_export]
+macro_rules! contract_word_methods {
+    (operation: $operation:ident, action: $action:ident, ensure: $ensure:ident) => {
+        impl $operation {
+            /// The operation's verb.
+            pub fn word(self) -> $crate::Verb {
+                match self {
+                    $operation::Status => $crate::Verb::Status,
+                    $operation::Start => $crate::Verb::Start,
+                    $operation::Stop => $crate::Verb::Stop,
+                    $operation::Restart => $crate::Verb::Restart,
+                    $operation::Enable => $crate::Verb::Enable,
+                    $operation::Disable => $crate::Verb::Disable,
+                }
+            }
+        }
+
+        impl $action {
+            /// What the action is called in reports.
+            pub fn word(self) -> $crate::Done {
+                match self {
+                    $action::Started => $crate::Done::Started,
+                    $action::Stopped => $crate::Done::Stopped,
+                    $action::Restarted => $crate::Done::Restarted,
+                    $action::Enabled => $crate::Done::Enabled,
+                    $action::Disabled => $crate::Done::Disabled,
+                }
+            }
+        }
+
+        impl $ensure {
+            /// The state's word.
+            pub fn word(self) -> $crate::State {
+                match self {
+                    $ensure::Running => $crate::State::Running,
+                    $ensure::Stopped => $crate::State::Stopped,
+                }
+            }
+        }
+    };
 }
 
 /// The cases of `provider-error`, without their messages.
@@ -184,6 +349,53 @@ mod tests {
         for t in UNIT_TYPES {
             assert_eq!(unit_type(&["x.", t].concat()), Some(t));
         }
+    }
+
+    #[test]
+    fn verbs_actions_and_states_are_the_contracts_cases() {
+        let wit = include_str!("../../policy.wit");
+        let cases = |head: &str| -> Vec<String> {
+            wit.split(head)
+                .nth(1)
+                .and_then(|rest| rest.split('}').next())
+                .unwrap_or_else(|| panic!("{head} in policy.wit"))
+                .lines()
+                .map(|l| {
+                    l.split("//")
+                        .next()
+                        .unwrap()
+                        .trim()
+                        .trim_end_matches(',')
+                        .to_owned()
+                })
+                .filter(|l| !l.is_empty())
+                .collect()
+        };
+        let verbs = [
+            Verb::Status,
+            Verb::Start,
+            Verb::Stop,
+            Verb::Restart,
+            Verb::Enable,
+            Verb::Disable,
+        ];
+        assert_eq!(
+            cases("enum operation {"),
+            verbs.map(|v| v.as_str().to_owned())
+        );
+        let done = [
+            Done::Started,
+            Done::Stopped,
+            Done::Restarted,
+            Done::Enabled,
+            Done::Disabled,
+        ];
+        assert_eq!(cases("enum action {"), done.map(|d| d.as_str().to_owned()));
+        assert_eq!(cases("enum ensure {"), ["running", "stopped"]);
+        for d in done {
+            assert_eq!(d.verb().done(), Some(d), "{d:?}");
+        }
+        assert_eq!(Verb::Status.done(), None);
     }
 
     #[test]

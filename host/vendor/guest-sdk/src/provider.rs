@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use crate::contract::{Action, Ensure};
 use crate::name::ServiceName;
 
 pub use crate::contract::{
@@ -12,6 +13,11 @@ pub use crate::contract::{
 };
 
 contract_words::provider_error_methods!(ProviderError);
+contract_words::contract_word_methods!(
+    operation: Operation,
+    action: Action,
+    ensure: Ensure
+);
 
 /// The cases of [`ProviderError`], without their messages.
 pub use contract_words::ErrorKind;
@@ -19,19 +25,12 @@ pub use contract_words::ErrorKind;
 impl Operation {
     /// True for every operation except `status`.
     pub fn is_mutating(self) -> bool {
-        !matches!(self, Operation::Status)
+        self.word().is_mutating()
     }
 
     /// The operation's name, as reports and the host write it (`start`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Status => "status",
-            Operation::Start => "start",
-            Operation::Stop => "stop",
-            Operation::Restart => "restart",
-            Operation::Enable => "enable",
-            Operation::Disable => "disable",
-        }
+        self.word().as_str()
     }
 }
 

@@ -38,13 +38,7 @@ impl Action {
 
     /// The word a report uses for it (`started`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Started => "started",
-            Action::Stopped => "stopped",
-            Action::Restarted => "restarted",
-            Action::Enabled => "enabled",
-            Action::Disabled => "disabled",
-        }
+        self.word().as_str()
     }
 }
 

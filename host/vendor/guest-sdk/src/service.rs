@@ -35,10 +35,7 @@ impl Ensure {
 
     /// The word a manifest and a report use: `running` or `stopped`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Ensure::Running => "running",
-            Ensure::Stopped => "stopped",
-        }
+        self.word().as_str()
     }
 }
 

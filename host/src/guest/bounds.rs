@@ -1,0 +1,122 @@
+//! Bounding what a policy returned: each resource name checked as
+//! `service#NAME`, each string and list cut to its bound, and the whole
+//! text held to `--report-limit`, the rest dropped with an error saying so.
+
+use super::{Final, Requested, ResourceEvent, Source, WatchReport};
+use crate::contract;
+use crate::service_name::{quote, CheckedName};
+use crate::text::{truncate, Untrusted, TRUNCATED};
+
+/// The longest single string (a message, a resource name) kept from a guest.
+pub(super) const MAX_GUEST_STRING: usize = 4096;
+/// The most errors kept per event.
+pub(super) const MAX_ERRORS_PER_EVENT: usize = 100;
+/// The most actions one resource can have taken (start or stop or restart,
+/// then enable or disable); more is a malformed report.
+const MAX_ACTIONS: usize = 8;
+
+fn bounded(text: String, max: usize) -> Untrusted {
+    Untrusted::new(truncate(text, max, TRUNCATED))
+}
+
+impl ResourceEvent {
+    /// Converts a guest event, checking its resource name and bounding its text.
+    pub(super) fn from_guest(e: contract::Event) -> Result<Self, String> {
+        let name = e.resource.strip_prefix("service#").unwrap_or("");
+        if CheckedName::check(name).is_err() {
+            return Err(format!(
+                "malformed report: resource {} is not service#NAME with a valid service name",
+                quote(&truncate(e.resource, 256, "..."))
+            ));
+        }
+        let mut errors: Vec<Untrusted> = e
+            .errors
+            .into_iter()
+            .take(MAX_ERRORS_PER_EVENT + 1)
+            .map(|m| bounded(m, MAX_GUEST_STRING))
+            .collect();
+        if errors.len() > MAX_ERRORS_PER_EVENT {
+            errors.truncate(MAX_ERRORS_PER_EVENT);
+            errors.push(Untrusted::new(format!("more errors{TRUNCATED}")));
+        }
+        Ok(Self {
+            resource: e.resource,
+            changed: e.changed,
+            refreshed: e.refreshed,
+            noop: e.noop,
+            noop_message: e.noop_message.map(|m| bounded(m, MAX_GUEST_STRING)),
+            actions: e
+                .actions
+                .into_iter()
+                .take(MAX_ACTIONS)
+                .map(|a| a.word())
+                .collect(),
+            // A guest that reports errors has failed, whatever its flag says.
+            failed: e.failed || !errors.is_empty(),
+            errors,
+            requested: Some(Requested {
+                ensure: e.requested.ensure.word(),
+                enable: e.requested.enable,
+            }),
+            final_state: e.final_state.map(|f| Final {
+                ensure: f.ensure.word(),
+                enabled: f.enabled,
+            }),
+            source: Source::Policy,
+            watch: WatchReport::default(),
+            journal: Vec::new(),
+        })
+    }
+
+    /// The bytes of text this event holds, for the report size limit.
+    fn text_size(&self) -> usize {
+        self.resource.len()
+            + self.noop_message.as_ref().map_or(0, Untrusted::len)
+            + self.errors.iter().map(Untrusted::len).sum::<usize>()
+    }
+}
+
+/// Converts the guest's report, keeping at most `max_bytes` of text: the rest
+/// of the events are dropped, with an error saying so, rather than letting a
+/// guest make the host build an enormous report. The flag says whether
+/// anything was dropped; the count is the bytes of text kept.
+pub(super) fn bounded_report(
+    report: contract::Report,
+    max_bytes: usize,
+) -> (Vec<ResourceEvent>, Vec<Untrusted>, bool, usize) {
+    let total = report.events.len();
+    let mut used = 0;
+    let mut events = Vec::new();
+    let mut errors: Vec<Untrusted> = Vec::new();
+    let mut cut = false;
+    for guest_event in report.events {
+        match ResourceEvent::from_guest(guest_event) {
+            Ok(event) => {
+                used += event.text_size();
+                if used > max_bytes {
+                    errors.push(Untrusted::new(format!(
+                        "report truncated: kept {} of {total} events, the report limit is {max_bytes} bytes",
+                        events.len()
+                    )));
+                    cut = true;
+                    break;
+                }
+                events.push(event);
+            }
+            Err(problem) => {
+                errors.push(Untrusted::new(problem));
+                cut = true;
+                break;
+            }
+        }
+    }
+    for message in report.errors.into_iter().take(MAX_ERRORS_PER_EVENT) {
+        used += message.len().min(MAX_GUEST_STRING);
+        if used > max_bytes {
+            errors.push(Untrusted::new(format!("policy errors{TRUNCATED}")));
+            break;
+        }
+        errors.push(bounded(message, MAX_GUEST_STRING));
+    }
+    (events, errors, cut, used.min(max_bytes))
+}

@@ -1,0 +1,182 @@
+//! The guest boundary: the one place that turns what a policy returned into
+//! the host's own types, and decides what to believe of it.
+//!
+//! A policy is untrusted. Everything it returns is checked here before any
+//! other part of the host sees it: resource names must be `service#NAME`
+//! with a valid service name, every string and list is bounded, and the whole
+//! text (its failure message included) is held to `--report-limit`.
+//!
+//! **The host believes only what it did.** In a normal run each resource's
+//! actions, `changed`, `refreshed` and final state come from the calls the
+//! host executed and the statuses it returned, not from the policy's account;
+//! the policy contributes what only it knows (what it asked for, its errors,
+//! its order). Where the two disagree the resource fails with a message that
+//! names the disagreement, and a unit the host changed that the report leaves
+//! out (or that a policy changed before it failed) gets an event of its own.
+//! In a noop run nothing executes: the "would have" claims are the policy's,
+//! and each event says so (`source: "policy"`).
+//!
+//! The references of a policy's subscriptions are its text too: what the
+//! host found of them joins the events within the same limit
+//! (`guest/subscriptions.rs`). Bounding the policy's text is `guest/bounds.rs`;
+//! reconciling its claims with the host's record, `guest/reconcile.rs`.
+//!
+//! What comes out holds no contract type, so the `report` module only renders.
+
+use serde::{Serialize, Serializer};
+
+use crate::contract;
+use crate::provider::{CallRecord, UnitState};
+use crate::runtime::RunFailure;
+use crate::text::{truncate, Untrusted, TRUNCATED};
+use crate::watch::survey::Survey;
+
+mod bounds;
+mod reconcile;
+mod subscriptions;
+#[cfg(test)]
+mod tests;
+
+use self::bounds::{MAX_ERRORS_PER_EVENT, MAX_GUEST_STRING};
+use self::reconcile::HostRecord;
+pub use crate::contract::{Done, State};
+pub use subscriptions::{Counts, Trigger, WatchReport};
+
+/// The desired state the policy declared for a resource.
+#[derive(Debug, Clone, Serialize)]
+pub struct Requested {
+    #[serde(serialize_with = "word")]
+    pub ensure: State,
+    pub enable: Option<bool>,
+}
+
+/// The state found when a resource was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Final {
+    #[serde(serialize_with = "word")]
+    pub ensure: State,
+    pub enabled: bool,
+}
+
+impl From<UnitState> for Final {
+    fn from(s: UnitState) -> Self {
+        Self {
+            ensure: State::of(s.running),
+            enabled: s.enabled,
+        }
+    }
+}
+
+/// Who vouches for a resource's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// Derived from the calls the host executed and the statuses it returned.
+    Host,
+    /// The policy's own account: a noop run's "would have" claims.
+    Policy,
+}
+
+/// One resource's outcome, as the host believes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResourceEvent {
+    pub resource: String,
+    pub changed: bool,
+    pub refreshed: bool,
+    pub noop: bool,
+    /// The policy's words, shown escaped ([`Untrusted`]).
+    pub noop_message: Option<Untrusted>,
+    #[serde(serialize_with = "words")]
+    pub actions: Vec<Done>,
+    pub failed: bool,
+    /// The policy's errors and the host's, shown escaped ([`Untrusted`]).
+    pub errors: Vec<Untrusted>,
+    /// What the policy asked for; `None` for a unit the host changed that
+    /// the policy's report left out.
+    pub requested: Option<Requested>,
+    #[serde(rename = "final")]
+    pub final_state: Option<Final>,
+    pub source: Source,
+    /// What the host found of the service's subscriptions: the references
+    /// it watches, what triggered the service, warnings for the references
+    /// it does not watch, and counts (`watched`, `triggered_by`,
+    /// `warnings`, `reference_counts` in the event's JSON).
+    #[serde(flatten)]
+    pub watch: WatchReport,
+    /// For a start, restart or settle window of this service that failed:
+    /// the last lines the unit wrote to the journal, as the host read them
+    /// (the unit's text, escaped when shown; never the policy's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub journal: Vec<Untrusted>,
+}
+
+/// What the host takes from one run of a guest.
+#[derive(Debug, Clone, Default)]
+pub struct GuestOutcome {
+    pub resources: Vec<ResourceEvent>,
+    /// Problems with the run as a whole: policy-level errors from the guest,
+    /// a malformed or truncated report.
+    pub errors: Vec<Untrusted>,
+    /// Why the policy did not finish: a limit, a trap (panic, stack overflow).
+    pub failure: Option<RunFailure>,
+    /// What is left of `--report-limit` for the rest of the guest's text
+    /// (its subscriptions' references).
+    room: usize,
+}
+
+impl GuestOutcome {
+    /// Checks a guest's report (or takes its failure), keeping at most
+    /// `max_bytes` of guest text, and reconciles it with `calls`, the host's
+    /// record of what this policy's run executed.
+    pub fn new(
+        outcome: Result<contract::Report, RunFailure>,
+        calls: &[CallRecord],
+        noop: bool,
+        max_bytes: usize,
+    ) -> Self {
+        let (claimed, mut errors, failure, cut, used) = match outcome {
+            Ok(report) => {
+                let (events, errors, cut, used) = bounds::bounded_report(report, max_bytes);
+                (events, errors, None, cut, used)
+            }
+            Err(mut failure) => {
+                failure.message = Untrusted::new(truncate(
+                    failure.message.as_raw().to_owned(),
+                    MAX_GUEST_STRING.min(max_bytes),
+                    TRUNCATED,
+                ));
+                let used = failure.message.len();
+                (Vec::new(), Vec::new(), Some(failure), false, used)
+            }
+        };
+        let resources = if noop {
+            claimed
+        } else {
+            reconcile::reconcile(claimed, HostRecord::of(calls), cut || failure.is_some())
+        };
+        errors.truncate(MAX_ERRORS_PER_EVENT + 1);
+        Self {
+            resources,
+            errors,
+            failure,
+            room: max_bytes.saturating_sub(used),
+        }
+    }
+
+    /// Adds to each event what `survey` found of its service's
+    /// subscriptions, within what is left of the report limit
+    /// (`guest/subscriptions.rs`).
+    pub fn watch(&mut self, survey: &Survey) {
+        self.room = subscriptions::annotate(&mut self.resources, survey, self.room);
+    }
+}
+
+/// A state as its word (`running`).
+fn word<S: Serializer>(state: &State, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(state.as_str())
+}
+
+/// Actions as their words (`["started", "enabled"]`).
+fn words<S: Serializer>(done: &[Done], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(done.iter().map(|d| d.as_str()))
+}

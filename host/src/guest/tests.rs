@@ -1,0 +1,195 @@
+//! The guest boundary's reconciliation, on recorded calls and reports.
+
+use std::time::Duration;
+
+use super::*;
+use crate::contract::{self, Action, Ensure, ErrorKind, FinalState, Operation, RequestedState};
+use crate::provider::{Call, Outcome};
+
+fn call(operation: Operation, service: &str, state: Option<(bool, bool)>) -> CallRecord {
+    CallRecord {
+        operation: Call::Guest(operation),
+        service: Some(service.to_owned()),
+        outcome: Outcome::Ok,
+        error: None,
+        state: state.map(|(running, enabled)| UnitState { running, enabled }),
+        journal: Vec::new(),
+        duration: Duration::ZERO,
+    }
+}
+
+fn event(name: &str, actions: &[Action], last: Option<(Ensure, bool)>) -> contract::Event {
+    contract::Event {
+        resource: format!("service#{name}"),
+        changed: !actions.is_empty(),
+        refreshed: false,
+        noop: false,
+        noop_message: None,
+        actions: actions.to_vec(),
+        failed: false,
+        errors: Vec::new(),
+        requested: RequestedState {
+            ensure: Ensure::Running,
+            enable: Some(true),
+        },
+        final_state: last.map(|(ensure, enabled)| FinalState { ensure, enabled }),
+    }
+}
+
+fn outcome(events: Vec<contract::Event>, calls: &[CallRecord]) -> GuestOutcome {
+    let report = contract::Report {
+        events,
+        errors: Vec::new(),
+    };
+    GuestOutcome::new(Ok(report), calls, false, 1 << 20)
+}
+
+#[test]
+fn an_honest_report_is_confirmed_by_the_host_record() {
+    let calls = [
+        call(Operation::Status, "web", Some((false, false))),
+        call(Operation::Start, "web", None),
+        call(Operation::Enable, "web", None),
+        call(Operation::Status, "web", Some((true, true))),
+    ];
+    let out = outcome(
+        vec![event(
+            "web",
+            &[Action::Started, Action::Enabled],
+            Some((Ensure::Running, true)),
+        )],
+        &calls,
+    );
+    let web = &out.resources[0];
+    assert!(!web.failed, "{:?}", web.errors);
+    assert!(web.changed);
+    assert_eq!(web.actions, [Done::Started, Done::Enabled]);
+    assert_eq!(web.source, Source::Host);
+    assert_eq!(
+        web.final_state,
+        Some(Final {
+            ensure: State::Running,
+            enabled: true
+        })
+    );
+}
+
+#[test]
+fn claimed_actions_that_never_ran_fail_the_resource() {
+    let out = outcome(
+        vec![event("web", &[Action::Started, Action::Enabled], None)],
+        &[],
+    );
+    let web = &out.resources[0];
+    assert!(web.failed);
+    assert!(!web.changed, "nothing executed, nothing changed");
+    assert!(web.actions.is_empty());
+    assert_eq!(
+        web.errors,
+        [
+            "the policy reported web started, but no start was executed",
+            "the policy reported web enabled, but no enable was executed",
+        ]
+    );
+}
+
+/// A start the host judged failed (its unit did not stay up) is a
+/// failure whatever the policy says: claimed, or left out.
+#[test]
+fn a_start_that_did_not_stay_up_fails_its_resource_whatever_the_policy_says() {
+    let mut start = call(Operation::Start, "web", None);
+    start.outcome = Outcome::Failed(ErrorKind::CommandFailed);
+    start.error = Some("web.service did not stay up: 1s after its job ended it is failed".into());
+    start.journal = vec![Untrusted::new("boom")];
+    let calls = [start, call(Operation::Status, "web", Some((false, false)))];
+    for claimed in [vec![Action::Started], vec![]] {
+        let out = outcome(
+            vec![event("web", &claimed, Some((Ensure::Stopped, false)))],
+            &calls,
+        );
+        let web = &out.resources[0];
+        assert!(web.failed && !web.changed, "{web:?}");
+        assert!(web.actions.is_empty());
+        assert!(
+            web.errors
+                .iter()
+                .any(|e| e.as_raw().contains("did not stay up")),
+            "{:?}",
+            web.errors
+        );
+        assert_eq!(web.journal, [Untrusted::new("boom")]);
+    }
+}
+
+#[test]
+fn changes_left_out_of_the_report_get_an_event_of_their_own() {
+    let calls = [
+        call(Operation::Stop, "sshd", None),
+        call(Operation::Disable, "sshd", None),
+        call(Operation::Status, "sshd", Some((false, false))),
+    ];
+    let out = outcome(Vec::new(), &calls);
+    let sshd = &out.resources[0];
+    assert_eq!(sshd.resource, "service#sshd");
+    assert!(sshd.failed && sshd.changed);
+    assert_eq!(sshd.actions, [Done::Stopped, Done::Disabled]);
+    assert!(sshd.requested.is_none());
+    assert_eq!(
+        sshd.errors,
+        ["sshd was stopped and disabled by the policy but not reported"]
+    );
+}
+
+#[test]
+fn a_final_state_the_host_did_not_see_fails_the_resource() {
+    let calls = [call(Operation::Status, "web", Some((false, false)))];
+    let out = outcome(
+        vec![event("web", &[], Some((Ensure::Running, true)))],
+        &calls,
+    );
+    assert_eq!(
+        out.resources[0].errors,
+        ["the policy reported web running and enabled, but its last status was stopped and disabled"]
+    );
+    assert_eq!(
+        out.resources[0].final_state,
+        Some(Final {
+            ensure: State::Stopped,
+            enabled: false
+        })
+    );
+}
+
+#[test]
+fn changes_made_before_a_trap_are_reported() {
+    let failure = RunFailure {
+        class: "trap",
+        message: Untrusted::new("x".repeat(1 << 20)),
+    };
+    let calls = [call(Operation::Restart, "db", None)];
+    let out = GuestOutcome::new(Err(failure), &calls, false, 1 << 20);
+    assert_eq!(out.resources[0].actions, [Done::Restarted]);
+    assert!(out.resources[0].refreshed);
+    assert!(out.resources[0].errors[0].as_raw().contains("never came"));
+    let message = &out.failure.unwrap().message;
+    assert!(message.len() <= MAX_GUEST_STRING + TRUNCATED.len());
+}
+
+#[test]
+fn a_noop_run_keeps_the_policys_claims_and_says_whose_they_are() {
+    let mut claim = event("web", &[Action::Started], None);
+    claim.noop = true;
+    claim.noop_message = Some("Would have started".into());
+    let report = contract::Report {
+        events: vec![claim],
+        errors: Vec::new(),
+    };
+    let out = GuestOutcome::new(Ok(report), &[], true, 1 << 20);
+    let web = &out.resources[0];
+    assert_eq!(web.source, Source::Policy);
+    assert!(web.changed && !web.failed);
+    assert_eq!(
+        web.noop_message.as_ref().map(Untrusted::as_raw),
+        Some("Would have started")
+    );
+}
