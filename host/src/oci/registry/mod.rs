@@ -11,22 +11,25 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Mutex;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
 use oci_client::RegistryOperation;
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION};
 use reqwest::StatusCode;
 
-use super::credentials;
-use super::layout::{self, Descriptor, IMAGE_INDEX, IMAGE_MANIFEST, MAX_MANIFEST_BYTES};
-use super::reference::OciRef;
+mod capped_sink;
+mod errors;
+
+use self::capped_sink::CappedSink;
+use self::errors::{check_status, classify, unreachable, Refused};
+pub use self::errors::{is_unreachable, Unreachable};
+use crate::oci::credentials;
+use crate::oci::layout::{self, Descriptor, IMAGE_INDEX, IMAGE_MANIFEST, MAX_MANIFEST_BYTES};
+use crate::oci::reference::OciRef;
 
 /// How to reach registries.
 #[derive(Debug, Clone)]
@@ -42,47 +45,6 @@ pub struct RegistryConfig {
     /// The Docker `config.json` holding registry logins (`registry_auth`);
     /// `None`: the default places ([`credentials::config_path`]).
     pub auth: Option<PathBuf>,
-}
-
-/// The registry could not be reached, or did not answer in time, or failed
-/// on its side (5xx), or its certificate was refused: an outage, after which
-/// the last verified copy may run (it was verified by its signature, which a
-/// registry cannot forge). Any other refusal is an answer, and is not this.
-#[derive(Debug, thiserror::Error)]
-pub enum Unreachable {
-    /// No connection, no answer in time, a 5xx, a body cut short.
-    #[error("registry {registry} cannot be reached: {reason}")]
-    Down { registry: String, reason: String },
-    /// The TLS handshake failed on the registry's certificate: the network
-    /// is fine, and the sentence says what to change.
-    #[error("registry {registry}: {problem}")]
-    Certificate { registry: String, problem: String },
-    /// The registry answered plain HTTP where TLS was expected.
-    #[error("registry {registry} answered plain HTTP, not TLS: list it in insecure_registries (host.toml) or pass --insecure-registry {registry}")]
-    PlainHttp { registry: String },
-}
-
-/// A 401 or 403, before [`Registry::within`] adds where this machine's
-/// credentials were looked for.
-#[derive(Debug, thiserror::Error)]
-#[error("registry {registry} refused access ({answer})")]
-struct Refused {
-    registry: String,
-    answer: String,
-}
-
-impl Unreachable {
-    fn down(registry: &str, reason: impl Into<String>) -> Self {
-        Unreachable::Down {
-            registry: registry.to_owned(),
-            reason: reason.into(),
-        }
-    }
-}
-
-/// Whether `error` (or its cause) is an outage rather than an answer.
-pub fn is_unreachable(error: &anyhow::Error) -> bool {
-    error.chain().any(|e| e.is::<Unreachable>())
 }
 
 /// One repository's authentication for one operation.
@@ -509,193 +471,5 @@ impl Registry {
             Ok(Some((index, _))) if serde_json::from_slice::<layout::Index>(&index)
                 .is_ok_and(|i| i.manifests.iter().any(|d| d.digest == referrer))
         )
-    }
-}
-
-/// A 5xx is the registry failing (an outage); 401/403 a refusal.
-fn check_status(registry: &str, status: StatusCode) -> anyhow::Result<()> {
-    if status.is_success() {
-        return Ok(());
-    }
-    if status.is_server_error() {
-        return Err(Unreachable::down(registry, format!("it answered {status}")).into());
-    }
-    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-        return Err(refused_access(registry, &status.to_string()));
-    }
-    bail!("registry {registry} answered {status}")
-}
-
-/// A request that got no answer: the certificate problem when the TLS
-/// handshake refused the registry's certificate, otherwise an outage with
-/// the transport's own words.
-fn unreachable(registry: &str, error: &reqwest::Error) -> anyhow::Error {
-    if let Some(problem) = certificate_problem(error) {
-        return Unreachable::Certificate {
-            registry: registry.to_owned(),
-            problem,
-        }
-        .into();
-    }
-    if rustls_error(error).is_some_and(|e| {
-        matches!(
-            e,
-            rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
-        )
-    }) {
-        return Unreachable::PlainHttp {
-            registry: registry.to_owned(),
-        }
-        .into();
-    }
-    if let Some(status) = error
-        .status()
-        .filter(|s| *s == StatusCode::UNAUTHORIZED || *s == StatusCode::FORBIDDEN)
-    {
-        return refused_access(registry, &status.to_string());
-    }
-    let mut reason = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        reason = format!("{reason}: {cause}");
-        source = cause.source();
-    }
-    if error.is_connect() || error.is_timeout() || error.is_request() || error.is_body() {
-        Unreachable::down(registry, reason).into()
-    } else {
-        anyhow!("registry {registry}: {reason}")
-    }
-}
-
-/// The rustls error somewhere in `error`'s causes. An `io::Error` hides the
-/// error it wraps from `source()`, so it is opened with `get_ref`.
-fn rustls_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
-    let mut next = Some(error);
-    while let Some(cause) = next {
-        if let Some(found) = cause.downcast_ref::<rustls::Error>() {
-            return Some(found);
-        }
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            if let Some(inner) = io.get_ref() {
-                if let Some(found) = rustls_error(inner) {
-                    return Some(found);
-                }
-            }
-        }
-        next = cause.source();
-    }
-    None
-}
-
-/// What was wrong with the registry's certificate, and what fixes it, when
-/// that is why the request failed.
-fn certificate_problem(error: &reqwest::Error) -> Option<String> {
-    use rustls::CertificateError as C;
-    let rustls::Error::InvalidCertificate(certificate) = rustls_error(error)? else {
-        return None;
-    };
-    Some(match certificate {
-        C::UnknownIssuer => "certificate not trusted: UnknownIssuer (signed by an authority this machine does not trust); trust the registry's CA with registry_ca in host.toml or --registry-ca FILE".to_owned(),
-        C::NotValidForName | C::NotValidForNameContext { .. } => {
-            let names = match certificate {
-                C::NotValidForNameContext { presented, .. } if !presented.is_empty() => {
-                    format!(" (it names {})", presented.join(", "))
-                }
-                _ => String::new(),
-            };
-            format!("certificate not valid for this name: NotValidForName{names}; reach the registry by a name its certificate holds, or have the certificate reissued")
-        }
-        C::Expired | C::ExpiredContext { .. } => "certificate expired: Expired; the registry's certificate must be renewed (or this machine's clock is wrong)".to_owned(),
-        C::NotValidYet | C::NotValidYetContext { .. } => "certificate not valid yet: NotValidYet; this machine's clock may be wrong".to_owned(),
-        C::Revoked => "certificate revoked: Revoked".to_owned(),
-        other => format!("certificate refused: {other:?}"),
-    })
-}
-
-/// A 401 or 403: the registry and what it answered ([`Registry::within`]
-/// adds where this machine's credentials for it were looked for).
-fn refused_access(registry: &str, answer: &str) -> anyhow::Error {
-    Refused {
-        registry: registry.to_owned(),
-        answer: answer.to_owned(),
-    }
-    .into()
-}
-
-/// An `oci-client` error as an outage or a refusal.
-fn classify(registry: &str, error: OciDistributionError) -> anyhow::Error {
-    match error {
-        OciDistributionError::RequestError(e) => unreachable(registry, &e),
-        OciDistributionError::ServerError { code, message, .. } if code >= 500 => {
-            Unreachable::down(registry, format!("it answered {code}: {message}")).into()
-        }
-        OciDistributionError::IoError(e) => Unreachable::down(registry, e.to_string()).into(),
-        OciDistributionError::ServerError { code, .. } if code == 401 || code == 403 => {
-            let status = StatusCode::from_u16(code).map_or(code.to_string(), |s| s.to_string());
-            refused_access(registry, &status)
-        }
-        OciDistributionError::UnauthorizedError { .. } => {
-            refused_access(registry, &StatusCode::UNAUTHORIZED.to_string())
-        }
-        OciDistributionError::AuthenticationFailure(why) => {
-            refused_access(registry, &format!("authentication failed: {why}"))
-        }
-        OciDistributionError::RegistryError { envelope, .. }
-            if envelope.errors.iter().any(|e| {
-                matches!(
-                    e.code,
-                    oci_client::errors::OciErrorCode::Unauthorized
-                        | oci_client::errors::OciErrorCode::Denied
-                )
-            }) =>
-        {
-            refused_access(registry, &envelope.to_string())
-        }
-        other => anyhow!("registry {registry}: {other}"),
-    }
-}
-
-/// Collects a blob, refusing to hold more than its manifest declared: a
-/// registry that sends more is not trusted with memory.
-struct CappedSink {
-    bytes: Vec<u8>,
-    max: u64,
-    overflowed: bool,
-}
-
-impl CappedSink {
-    fn new(max: u64) -> Self {
-        Self {
-            bytes: Vec::with_capacity(usize::try_from(max.min(1 << 20)).unwrap_or(0)),
-            max,
-            overflowed: false,
-        }
-    }
-}
-
-impl tokio::io::AsyncWrite for CappedSink {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let this = self.get_mut();
-        if (this.bytes.len() + buf.len()) as u64 > this.max {
-            this.overflowed = true;
-            return Poll::Ready(Err(std::io::Error::other(format!(
-                "the registry sent more than the {} bytes declared",
-                this.max
-            ))));
-        }
-        this.bytes.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
     }
 }
