@@ -7,9 +7,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::jobs::WAIT_SLICE;
 use super::*;
 use crate::contract::ErrorKind;
-use crate::provider::backend::Observed;
+use crate::provider::backend::{Applied, JobResult, Observed};
+use crate::text::Untrusted;
 
 /// What becomes of a unit after its start.
 #[derive(Clone, Copy)]

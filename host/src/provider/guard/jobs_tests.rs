@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::contract::ErrorKind;
-use crate::provider::backend::Observed;
+use crate::provider::backend::{Applied, JobResult, Observed};
 
 /// How a unit's job goes: it ends `after` its submission, with `result`;
 /// `None`: it never ends.

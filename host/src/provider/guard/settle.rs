@@ -1,0 +1,171 @@
+//! Settle windows: a start or restart counts only when its unit stays up
+//! for `settle` after its job, with the same invocation and no automatic
+//! restart; judged at the unit's next status, as early as it goes down.
+
+use std::time::{Instant, SystemTime};
+
+use super::jobs::WAIT_SLICE;
+use super::{Guarded, Window};
+use crate::contract::{JobOutcome, Operation, ProviderError};
+use crate::provider::backend::{Backend, JobId};
+use crate::provider::Outcome;
+use crate::text::Untrusted;
+
+impl<B: Backend> Guarded<B> {
+    /// Opens the settle window of a start or restart of `unit` whose job
+    /// just ended well (none when `settle` is zero).
+    pub(super) fn open_window(
+        &mut self,
+        unit: &str,
+        operation: Operation,
+        record: usize,
+        asked: Instant,
+    ) {
+        if self.guard.settle.is_zero() {
+            return;
+        }
+        let opened = self.backend.now();
+        let baseline = self.backend.liveness_at_start(unit, &self.budget());
+        self.windows.retain(|w| w.unit != unit);
+        self.windows.push(Window {
+            unit: unit.to_owned(),
+            operation,
+            record,
+            opened,
+            ends: opened + self.guard.settle,
+            baseline,
+            since: wall_clock(asked),
+        });
+    }
+
+    /// Waits for the end of `unit`'s settle window, if it has one open
+    /// (when `wait`), and judges it: the unit is watched meanwhile, and
+    /// judged at once when it changed for the worse; an interrupted run
+    /// judges at once.
+    pub(super) fn close_window(&mut self, unit: &str, wait: bool) {
+        let Some(at) = self.windows.iter().position(|w| w.unit == unit) else {
+            return;
+        };
+        let window = self.windows.remove(at);
+        let watched = [window.unit.clone()];
+        let verdict = if wait {
+            self.watch_window(&window, &watched)
+        } else {
+            None
+        };
+        let verdict = verdict.or_else(|| self.judge(&window));
+        if self.windows.is_empty() {
+            self.backend.unwatch();
+        }
+        let Some(why) = verdict else {
+            return;
+        };
+        tracing::debug!(service = window.unit, why, "start did not stay up");
+        let journal = self
+            .backend
+            .journal(&window.unit, window.since, &self.budget());
+        let error = ProviderError::CommandFailed(why);
+        if let Some(call) = self.calls.get_mut(window.record) {
+            call.outcome = Outcome::of(&error);
+            call.error = Some(error.message().to_owned());
+            call.journal = journal;
+        }
+        self.ended.insert(
+            window.unit,
+            JobOutcome {
+                operation: window.operation,
+                error: Some(error),
+            },
+        );
+    }
+
+    /// Watches the unit of `window` until its end (or an interruption):
+    /// the verdict as soon as a change of the unit made it fail; `None`
+    /// when it did not (yet).
+    pub(super) fn watch_window(&mut self, window: &Window, watched: &[String]) -> Option<String> {
+        // It may have gone down before anything watched it (a daemon that
+        // exits at once): looked at once first, when changes are watched
+        // (with systemctl, one look at the end is all there is).
+        if self.backend.watches_units() {
+            if let Some(verdict) = self.judge(window) {
+                return Some(verdict);
+            }
+        }
+        loop {
+            // Jobs of other units that ended meanwhile open their windows
+            // now, not when their status comes: windows run side by side.
+            self.take_ended_jobs();
+            let now = self.backend.now();
+            if now >= window.ends || crate::interrupt::since().is_some() {
+                return None;
+            }
+            let until = window.ends.min(now + WAIT_SLICE);
+            if self.backend.watch_units(watched, until) {
+                if let Some(verdict) = self.judge(window) {
+                    return Some(verdict);
+                }
+            }
+        }
+    }
+
+    /// Why the start `window` follows did not count; `None` when it stayed
+    /// up so far (or its state could not be read: the status that follows
+    /// says what it is).
+    pub(super) fn judge(&mut self, window: &Window) -> Option<String> {
+        let now = self.backend.liveness(&window.unit, &self.budget()).ok()??;
+        if now.active.is_empty() {
+            return None;
+        }
+        let after = self.backend.now().saturating_duration_since(window.opened);
+        now.did_not_stay_up(window.baseline.as_ref(), &window.unit, after)
+    }
+
+    /// Completes the jobs that already ended, without waiting.
+    pub(super) fn take_ended_jobs(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let ids: Vec<JobId> = self.pending.iter().map(|j| j.id).collect();
+        for (id, result) in self.backend.wait_jobs(&ids, Instant::now()) {
+            self.job_ended(id, result);
+        }
+    }
+
+    /// Closes every open window, each at its end.
+    pub(super) fn close_windows(&mut self) {
+        while let Some(unit) = self.windows.first().map(|w| w.unit.clone()) {
+            self.close_window(&unit, true);
+        }
+    }
+
+    /// A failed start or restart of `unit`, explained: systemd's `Result`
+    /// and how the main process ended, when the error does not say them,
+    /// and the last lines the unit wrote to the journal.
+    pub(super) fn explain(
+        &mut self,
+        unit: &str,
+        error: ProviderError,
+        asked: Instant,
+    ) -> (ProviderError, Vec<Untrusted>) {
+        let budget = self.budget();
+        let Ok(Some(now)) = self.backend.liveness(unit, &budget) else {
+            return (error, Vec::new());
+        };
+        let journal = self.backend.journal(unit, wall_clock(asked), &budget);
+        let last = now.last_exit();
+        if last.is_empty() {
+            return (error, journal);
+        }
+        let message = format!("{} ({last})", error.message());
+        let error = match error {
+            ProviderError::CommandFailed(_) => ProviderError::CommandFailed(message),
+            other => other,
+        };
+        (error, journal)
+    }
+}
+
+/// The wall-clock time of `at` (an instant of the past).
+fn wall_clock(at: Instant) -> SystemTime {
+    SystemTime::now() - Instant::now().saturating_duration_since(at)
+}
