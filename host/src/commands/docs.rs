@@ -89,8 +89,8 @@ fn render_head(
     Ok(())
 }
 
-/// EXIT STATUS, FILES and EXAMPLES (of `command`, or of the whole
-/// program), then the version.
+/// EXIT STATUS, FILES, ENVIRONMENT and EXAMPLES (of `command`, or of the
+/// whole program), then the version.
 fn render_tail(
     man: &clap_mangen::Man,
     cmd: &clap::Command,
@@ -98,7 +98,48 @@ fn render_tail(
     command: Option<&str>,
     page: &mut Vec<u8>,
 ) -> std::io::Result<()> {
-    let exit_status: &[(&str, &str)] = match command {
+    tagged_section(page, "EXIT STATUS", exit_status(command))?;
+    tagged_section(page, "FILES", files(command))?;
+    tagged_section(page, "ENVIRONMENT", environment(command))?;
+    let examples: Vec<(String, &str)> = examples(command)
+        .iter()
+        .map(|(example, meaning)| (example.replace("{name}", name), *meaning))
+        .collect();
+    let examples: Vec<(&str, &str)> = examples.iter().map(|(e, m)| (e.as_str(), *m)).collect();
+    tagged_section(page, "EXAMPLES", &examples)?;
+    // As clap_mangen's `render`: only what the command has.
+    if cmd
+        .get_version()
+        .or_else(|| cmd.get_long_version())
+        .is_some()
+    {
+        man.render_version_section(page)?;
+    }
+    if cmd.get_author().is_some() {
+        man.render_authors_section(page)?;
+    }
+    Ok(())
+}
+
+/// A section of tagged paragraphs; nothing when there are none.
+fn tagged_section(
+    page: &mut Vec<u8>,
+    title: &str,
+    entries: &[(&str, &str)],
+) -> std::io::Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    section(page, title)?;
+    for (tag, meaning) in entries {
+        tagged(page, tag, meaning)?;
+    }
+    Ok(())
+}
+
+/// What each exit status of `command` means.
+fn exit_status(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
+    match command {
         None | Some("run") => &[
             ("0", "every resource converged (with --detailed-exitcodes: and nothing changed)"),
             ("1", "a resource or a policy failed, or the run could not happen (a refused signature, a bad setting, the lock not taken)"),
@@ -122,24 +163,25 @@ fn render_tail(
             ("1", "an error, printed on standard error"),
             ("2", "a mistake on the command line"),
         ],
-    };
-    section(page, "EXIT STATUS")?;
-    for (code, meaning) in exit_status {
-        tagged(page, code, meaning)?;
     }
-    const CONFIG: (&str, &str) = (
-        "/etc/policy-host/host.toml",
-        "the host configuration: every setting's key, and the [[policy]] list that run runs when no policy is named (--config)",
-    );
-    const KEYS: (&str, &str) = (
-        "/etc/policy-host/trusted-keys/",
-        "the trusted public keys (*.pub), when no --trusted-key is given (trusted_keys_dir)",
-    );
-    const LOGINS: (&str, &str) = (
-        "/etc/policy-host/docker/config.json",
-        "registry logins (the auths entries docker login writes), read by every command when it exists and neither registry_auth nor DOCKER_CONFIG says otherwise (ENVIRONMENT)",
-    );
-    let files: &[(&str, &str)] = match command {
+}
+
+const CONFIG: (&str, &str) = (
+    "/etc/policy-host/host.toml",
+    "the host configuration: every setting's key, and the [[policy]] list that run runs when no policy is named (--config)",
+);
+const KEYS: (&str, &str) = (
+    "/etc/policy-host/trusted-keys/",
+    "the trusted public keys (*.pub), when no --trusted-key is given (trusted_keys_dir)",
+);
+const LOGINS: (&str, &str) = (
+    "/etc/policy-host/docker/config.json",
+    "registry logins (the auths entries docker login writes), read by every command when it exists and neither registry_auth nor DOCKER_CONFIG says otherwise (ENVIRONMENT)",
+);
+
+/// The files `command` reads or writes.
+fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
+    match command {
         None | Some("run") => &[
             CONFIG,
             KEYS,
@@ -162,14 +204,12 @@ fn render_tail(
         Some("inspect") => &[CONFIG, KEYS, LOGINS],
         Some("push") => &[CONFIG, LOGINS],
         Some(_) => &[],
-    };
-    if !files.is_empty() {
-        section(page, "FILES")?;
-        for (file, meaning) in files {
-            tagged(page, file, meaning)?;
-        }
     }
-    let environment: &[(&str, &str)] = match command {
+}
+
+/// The environment variables `command` reads.
+fn environment(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
+    match command {
         None | Some("run") => &[
             ("PATH", "where systemctl is looked for (absolute directories only); systemctl itself runs with PATH=/usr/sbin:/usr/bin:/sbin:/bin"),
             ("DOCKER_CONFIG", "the directory of the registry logins' config.json, when registry_auth (--registry-auth) does not name the file; without either, /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json"),
@@ -182,131 +222,111 @@ fn render_tail(
             ("HOME", "for ~/.docker/config.json (see DOCKER_CONFIG)"),
         ],
         Some(_) => &[],
-    };
-    if !environment.is_empty() {
-        section(page, "ENVIRONMENT")?;
-        for (variable, meaning) in environment {
-            tagged(page, variable, meaning)?;
-        }
     }
-    let examples: Vec<(String, &str)> = match command {
-        None => vec![
-            (format!("{name} keygen --out ~/keys"), "a signing key pair"),
+}
+
+/// Examples of `command`, with `{name}` for the program's name.
+fn examples(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
+    match command {
+        None => &[
+            ("{name} keygen --out ~/keys", "a signing key pair"),
             (
-                format!("{name} sign web.wasm --key ~/keys/policy-host.key"),
+                "{name} sign web.wasm --key ~/keys/policy-host.key",
                 "sign a policy (web.wasm.minisig beside it)",
             ),
             (
-                format!("{name} run --noop web.wasm"),
+                "{name} run --noop web.wasm",
                 "what would change, changing nothing",
             ),
             (
-                format!("{name} run"),
+                "{name} run",
                 "run host.toml's [[policy]] list, as the timer does",
             ),
             (
-                format!("{name} status web nginx"),
+                "{name} status web nginx",
                 "how systemd sees two units",
             ),
         ],
-        Some("run") => vec![
+        Some("run") => &[
             (
-                format!("{name} run --noop web.wasm --settings site.yaml"),
+                "{name} run --noop web.wasm --settings site.yaml",
                 "what would change, changing nothing",
             ),
             (
-                format!("{name} run web.wasm --detailed-exitcodes --json"),
+                "{name} run web.wasm --detailed-exitcodes --json",
                 "converge, with a JSON report and exit codes 0/2/4/6",
             ),
             (
-                format!("{name} run oci://registry.example.com/policies/web:1.4"),
+                "{name} run oci://registry.example.com/policies/web:1.4",
                 "a policy from a registry",
             ),
             (
-                format!("{name} run web.wasm --refresh file#/etc/nginx/nginx.conf"),
+                "{name} run web.wasm --refresh file#/etc/nginx/nginx.conf",
                 "as if that file had changed: its subscribers restart",
             ),
-            (format!("{name} run"), "host.toml's [[policy]] list"),
+            ("{name} run", "host.toml's [[policy]] list"),
         ],
-        Some("status") => vec![
+        Some("status") => &[
             (
-                format!("{name} status"),
+                "{name} status",
                 "the last run (host.toml's report_file), its sources, the timer's next run, and the units it managed",
             ),
             (
-                format!("{name} status web nginx.service"),
+                "{name} status web nginx.service",
                 "is-active and is-enabled, as systemd says them",
             ),
-            (format!("{name} status --json web"), "the same, as JSON"),
+            ("{name} status --json web", "the same, as JSON"),
         ],
-        Some("keygen") => vec![(
-            format!("{name} keygen --out ~/keys"),
+        Some("keygen") => &[(
+            "{name} keygen --out ~/keys",
             "policy-host.key (secret) and policy-host.pub",
         )],
-        Some("sign") => vec![
+        Some("sign") => &[
             (
-                format!("{name} sign web.wasm --key ~/keys/policy-host.key"),
+                "{name} sign web.wasm --key ~/keys/policy-host.key",
                 "writes web.wasm.minisig",
             ),
             (
-                format!("{name} sign site.yaml --key ~/keys/policy-host.key"),
+                "{name} sign site.yaml --key ~/keys/policy-host.key",
                 "settings are signed the same way",
             ),
         ],
-        Some("verify") => vec![
+        Some("verify") => &[
             (
-                format!("{name} verify web.wasm"),
+                "{name} verify web.wasm",
                 "checks web.wasm.minisig with the trusted keys",
             ),
             (
-                format!("{name} verify oci://registry.example.com/policies/web:1.4"),
+                "{name} verify oci://registry.example.com/policies/web:1.4",
                 "pulls the reference now and checks it",
             ),
         ],
-        Some("push") => vec![(
-            format!("{name} push web.wasm oci://registry.example.com/policies/web:1.4"),
+        Some("push") => &[(
+            "{name} push web.wasm oci://registry.example.com/policies/web:1.4",
             "the policy and its signature",
         )],
-        Some("inspect") => vec![(
-            format!("{name} inspect web.wasm"),
+        Some("inspect") => &[(
+            "{name} inspect web.wasm",
             "what the policy imports and exports, and its signature",
         )],
-        Some("new-policy") => vec![(
-            format!("{name} new-policy my-policy"),
+        Some("new-policy") => &[(
+            "{name} new-policy my-policy",
             "a policy crate to edit, test natively and build",
         )],
-        Some("completions") => vec![(
-            format!("{name} completions bash > /etc/bash_completion.d/{name}"),
+        Some("completions") => &[(
+            "{name} completions bash > /etc/bash_completion.d/{name}",
             "bash completion",
         )],
-        Some("man") => vec![(
-            format!("{name} man --out-dir /usr/local/share/man/man8"),
+        Some("man") => &[(
+            "{name} man --out-dir /usr/local/share/man/man8",
             "every page, in section 8",
         )],
-        Some("config-template") => vec![(
-            format!("{name} config-template > /etc/policy-host/host.toml"),
+        Some("config-template") => &[(
+            "{name} config-template > /etc/policy-host/host.toml",
             "every setting, commented, with its default",
         )],
-        Some(_) => Vec::new(),
-    };
-    if !examples.is_empty() {
-        section(page, "EXAMPLES")?;
-        for (example, meaning) in &examples {
-            tagged(page, example, meaning)?;
-        }
+        Some(_) => &[],
     }
-    // As clap_mangen's `render`: only what the command has.
-    if cmd
-        .get_version()
-        .or_else(|| cmd.get_long_version())
-        .is_some()
-    {
-        man.render_version_section(page)?;
-    }
-    if cmd.get_author().is_some() {
-        man.render_authors_section(page)?;
-    }
-    Ok(())
 }
 
 fn section(page: &mut Vec<u8>, title: &str) -> std::io::Result<()> {
