@@ -113,6 +113,34 @@ pub fn render_human(report: &Report, verbosity: Verbosity, style: Style) -> Stri
 
 fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: Style) {
     let quiet = verbosity == Verbosity::Quiet;
+    render_sources(out, run, quiet, style);
+    if !quiet {
+        render_signature(out, run, style);
+    }
+    if let Some(detail) = unavailable(run) {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.red(&format!(
+                "provider {} unavailable: {}",
+                run.provider.name,
+                one_line(detail)
+            ))
+        );
+    }
+    let width = render_resources(out, run, quiet, style);
+    render_problems(out, run, quiet, style);
+    if verbosity == Verbosity::Verbose {
+        render_calls(out, run, width, style);
+    }
+    if !quiet {
+        render_summary(out, run, style);
+    }
+}
+
+/// Where the policy and its settings came from, when a line is worth it:
+/// a stale copy always; a registry's digest unless quiet.
+fn render_sources(out: &mut String, run: &RunReport, quiet: bool, style: Style) {
     for (what, source) in std::iter::once(("policy", &run.source))
         .chain(run.settings_source.as_ref().map(|s| ("settings", s)))
     {
@@ -140,48 +168,44 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
             );
         }
     }
-    if !quiet {
-        if let Some(key_id) = &run.signature.key_id {
-            let comment = run
-                .signature
-                .trusted_comment
-                .as_ref()
-                .map(Untrusted::to_string)
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "{}",
-                style.dim(&format!("signed by key {key_id} ({comment})"))
-            );
-        }
-    }
-    if let Some(detail) = run
-        .provider
-        .detail
-        .as_deref()
-        .filter(|_| !run.provider.available)
-    {
+}
+
+/// Who signed the policy.
+fn render_signature(out: &mut String, run: &RunReport, style: Style) {
+    if let Some(key_id) = &run.signature.key_id {
+        let comment = run
+            .signature
+            .trusted_comment
+            .as_ref()
+            .map(Untrusted::to_string)
+            .unwrap_or_default();
         let _ = writeln!(
             out,
             "{}",
-            style.red(&format!(
-                "provider {} unavailable: {}",
-                run.provider.name,
-                one_line(detail)
-            ))
+            style.dim(&format!("signed by key {key_id} ({comment})"))
         );
     }
+}
+
+/// Why the provider could not work, when it could not.
+fn unavailable(run: &RunReport) -> Option<&str> {
+    run.provider
+        .detail
+        .as_deref()
+        .filter(|_| !run.provider.available)
+}
+
+/// One line per resource (only the failed ones when quiet), with the
+/// unit's journal lines and the subscriptions' warnings under it. Returns
+/// the width of the name column.
+fn render_resources(out: &mut String, run: &RunReport, quiet: bool, style: Style) -> usize {
     let width = run
         .resources
         .iter()
         .map(|r| one_line(&r.resource).len())
         .max()
         .unwrap_or(0);
-    let unavailable = run
-        .provider
-        .detail
-        .as_deref()
-        .filter(|_| !run.provider.available);
+    let unavailable = unavailable(run);
     for r in run.resources.iter().filter(|r| !quiet || r.failed) {
         let line = match unavailable {
             // Said once, above; each resource only says that it was not checked.
@@ -211,6 +235,11 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
             warnings(out, r, style);
         }
     }
+    width
+}
+
+/// The run's own errors, a policy's failure, and the policy's log.
+fn render_problems(out: &mut String, run: &RunReport, quiet: bool, style: Style) {
     for e in &run.errors {
         let _ = writeln!(out, "{}", style.red(&format!("error: {e}")));
     }
@@ -230,24 +259,27 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
             let _ = writeln!(out, "  | {line}");
         }
     }
-    if verbosity == Verbosity::Verbose {
-        for call in &run.calls {
-            let service = one_line(call.service.as_deref().unwrap_or(""));
-            let outcome = match &call.error {
-                None => style.green("ok"),
-                Some(e) => style.red(&format!("{}: {}", call.outcome, one_line(e))),
-            };
-            let ms = call.duration.as_secs_f64() * 1000.0;
-            let _ = writeln!(
-                out,
-                "  call {:<13} {service:<width$}  {ms:>8.1} ms  {outcome}",
-                call.operation.verb()
-            );
-        }
+}
+
+/// Every provider call, with its duration (`-v`).
+fn render_calls(out: &mut String, run: &RunReport, width: usize, style: Style) {
+    for call in &run.calls {
+        let service = one_line(call.service.as_deref().unwrap_or(""));
+        let outcome = match &call.error {
+            None => style.green("ok"),
+            Some(e) => style.red(&format!("{}: {}", call.outcome, one_line(e))),
+        };
+        let ms = call.duration.as_secs_f64() * 1000.0;
+        let _ = writeln!(
+            out,
+            "  call {:<13} {service:<width$}  {ms:>8.1} ms  {outcome}",
+            call.operation.verb()
+        );
     }
-    if quiet {
-        return;
-    }
+}
+
+/// The summary line, and what a noop run's counts are.
+fn render_summary(out: &mut String, run: &RunReport, style: Style) {
     let s = &run.summary;
     let mode = if run.noop { " (noop)" } else { "" };
     let made = run
