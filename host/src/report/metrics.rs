@@ -43,6 +43,48 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         "When the last run ended, in seconds since the Unix epoch.",
         &[("", timestamp)],
     );
+    let (stale, info) = source_series(report);
+    gauge(
+        "policy_host_source_stale",
+        "1 if the registry could not be reached and the last verified copy of this source ran, else 0; one series per policy and kind (policy or settings) of the last run.",
+        &borrowed(&stale),
+    );
+    gauge(
+        "policy_host_source_info",
+        "Where each policy and settings source of the last run came from and the digest that ran; always 1, one series per policy and kind, replaced by the next run's.",
+        &borrowed(&info),
+    );
+    let restarts = restarts_by_cause(report);
+    let restarts: Vec<(String, f64)> = restarts
+        .iter()
+        .map(|(cause, count)| (format!("{{cause=\"{cause}\"}}"), *count as f64))
+        .collect();
+    gauge(
+        "policy_host_restarts",
+        "Services restarted by the last run, by cause: a watched file or package that changed, or a service changed earlier in the run (or named by --refresh).",
+        &borrowed(&restarts),
+    );
+    gauge(
+        "policy_host_run_interrupted",
+        "1 if the last run was cut short by a signal (SIGTERM, SIGINT, SIGHUP), else 0.",
+        &[(
+            "",
+            f64::from(u8::from(report.is_some_and(|r| r.interruption().is_some()))),
+        )],
+    );
+    gauge(
+        "policy_host_run_success",
+        "1 if the last run happened and every resource converged, else 0.",
+        &[("", f64::from(u8::from(summary.is_some_and(|s| s.success))))],
+    );
+    out
+}
+
+/// One sample: its labels (`{a="b"}`) and its value.
+type Sample = (String, f64);
+
+/// The stale and info series of each policy's sources.
+fn source_series(report: Option<&Report>) -> (Vec<Sample>, Vec<Sample>) {
     // Bounded labels only: a series per policy and kind, whatever version
     // runs. Where a source is and which digest ran change with every push;
     // they go in the `_info` metric, whose one series per policy and kind is
@@ -74,16 +116,11 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
             ));
         }
     }
-    gauge(
-        "policy_host_source_stale",
-        "1 if the registry could not be reached and the last verified copy of this source ran, else 0; one series per policy and kind (policy or settings) of the last run.",
-        &borrowed(&stale),
-    );
-    gauge(
-        "policy_host_source_info",
-        "Where each policy and settings source of the last run came from and the digest that ran; always 1, one series per policy and kind, replaced by the next run's.",
-        &borrowed(&info),
-    );
+    (stale, info)
+}
+
+/// Restarts of the last run, counted by cause.
+fn restarts_by_cause(report: Option<&Report>) -> [(&'static str, usize); 3] {
     // Restarts by what caused them, a bounded label: `file` and `package`
     // (a watched reference changed), `service` (a service changed earlier in
     // the run, or --refresh named one). Every cause is always present.
@@ -106,29 +143,7 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
             *count += usize::from(by_it);
         }
     }
-    let restarts: Vec<(String, f64)> = restarts
-        .iter()
-        .map(|(cause, count)| (format!("{{cause=\"{cause}\"}}"), *count as f64))
-        .collect();
-    gauge(
-        "policy_host_restarts",
-        "Services restarted by the last run, by cause: a watched file or package that changed, or a service changed earlier in the run (or named by --refresh).",
-        &borrowed(&restarts),
-    );
-    gauge(
-        "policy_host_run_interrupted",
-        "1 if the last run was cut short by a signal (SIGTERM, SIGINT, SIGHUP), else 0.",
-        &[(
-            "",
-            f64::from(u8::from(report.is_some_and(|r| r.interruption().is_some()))),
-        )],
-    );
-    gauge(
-        "policy_host_run_success",
-        "1 if the last run happened and every resource converged, else 0.",
-        &[("", f64::from(u8::from(summary.is_some_and(|s| s.success))))],
-    );
-    out
+    restarts
 }
 
 /// A label value in the text format: backslash, quote and newline escaped.
