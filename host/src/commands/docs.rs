@@ -225,108 +225,42 @@ fn environment(command: Option<&str>) -> &'static [(&'static str, &'static str)]
     }
 }
 
-/// Examples of `command`, with `{name}` for the program's name.
-fn examples(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
-    match command {
-        None => &[
-            ("{name} keygen --out ~/keys", "a signing key pair"),
-            (
-                "{name} sign web.wasm --key ~/keys/policy-host.key",
-                "sign a policy (web.wasm.minisig beside it)",
-            ),
-            (
-                "{name} run --noop web.wasm",
-                "what would change, changing nothing",
-            ),
-            (
-                "{name} run",
-                "run host.toml's [[policy]] list, as the timer does",
-            ),
-            (
-                "{name} status web nginx",
-                "how systemd sees two units",
-            ),
-        ],
-        Some("run") => &[
-            (
-                "{name} run --noop web.wasm --settings site.yaml",
-                "what would change, changing nothing",
-            ),
-            (
-                "{name} run web.wasm --detailed-exitcodes --json",
-                "converge, with a JSON report and exit codes 0/2/4/6",
-            ),
-            (
-                "{name} run oci://registry.example.com/policies/web:1.4",
-                "a policy from a registry",
-            ),
-            (
-                "{name} run web.wasm --refresh file#/etc/nginx/nginx.conf",
-                "as if that file had changed: its subscribers restart",
-            ),
-            ("{name} run", "host.toml's [[policy]] list"),
-        ],
-        Some("status") => &[
-            (
-                "{name} status",
-                "the last run (host.toml's report_file), its sources, the timer's next run, and the units it managed",
-            ),
-            (
-                "{name} status web nginx.service",
-                "is-active and is-enabled, as systemd says them",
-            ),
-            ("{name} status --json web", "the same, as JSON"),
-        ],
-        Some("keygen") => &[(
-            "{name} keygen --out ~/keys",
-            "policy-host.key (secret) and policy-host.pub",
-        )],
-        Some("sign") => &[
-            (
-                "{name} sign web.wasm --key ~/keys/policy-host.key",
-                "writes web.wasm.minisig",
-            ),
-            (
-                "{name} sign site.yaml --key ~/keys/policy-host.key",
-                "settings are signed the same way",
-            ),
-        ],
-        Some("verify") => &[
-            (
-                "{name} verify web.wasm",
-                "checks web.wasm.minisig with the trusted keys",
-            ),
-            (
-                "{name} verify oci://registry.example.com/policies/web:1.4",
-                "pulls the reference now and checks it",
-            ),
-        ],
-        Some("push") => &[(
-            "{name} push web.wasm oci://registry.example.com/policies/web:1.4",
-            "the policy and its signature",
-        )],
-        Some("inspect") => &[(
-            "{name} inspect web.wasm",
-            "what the policy imports and exports, and its signature",
-        )],
-        Some("new-policy") => &[(
-            "{name} new-policy my-policy",
-            "a policy crate to edit, test natively and build",
-        )],
-        Some("completions") => &[(
-            "{name} completions bash > /etc/bash_completion.d/{name}",
-            "bash completion",
-        )],
-        Some("man") => &[(
-            "{name} man --out-dir /usr/local/share/man/man8",
-            "every page, in section 8",
-        )],
-        Some("config-template") => &[(
-            "{name} config-template > /etc/policy-host/host.toml",
-            "every setting, commented, with its default",
-        )],
-        Some(_) => &[],
-    }
+/// Examples of each command (`None`: the program's own page), with
+/// `{name}` for the program's name.
+const EXAMPLES: &[(Option<&str>, &str, &str)] = &[
+    (None, "{name} keygen --out ~/keys", "a signing key pair"),
+    (None, "{name} sign web.wasm --key ~/keys/policy-host.key", "sign a policy (web.wasm.minisig beside it)"),
+    (None, "{name} run --noop web.wasm", "what would change, changing nothing"),
+    (None, "{name} run", "run host.toml's [[policy]] list, as the timer does"),
+    (None, "{name} status web nginx", "how systemd sees two units"),
+    (Some("run"), "{name} run --noop web.wasm --settings site.yaml", "what would change, changing nothing"),
+    (Some("run"), "{name} run web.wasm --detailed-exitcodes --json", "converge, with a JSON report and exit codes 0/2/4/6"),
+    (Some("run"), "{name} run oci://registry.example.com/policies/web:1.4", "a policy from a registry"),
+    (Some("run"), "{name} run web.wasm --refresh file#/etc/nginx/nginx.conf", "as if that file had changed: its subscribers restart"),
+    (Some("run"), "{name} run", "host.toml's [[policy]] list"),
+    (Some("status"), "{name} status", "the last run (host.toml's report_file), its sources, the timer's next run, and the units it managed"),
+    (Some("status"), "{name} status web nginx.service", "is-active and is-enabled, as systemd says them"),
+    (Some("status"), "{name} status --json web", "the same, as JSON"),
+    (Some("keygen"), "{name} keygen --out ~/keys", "policy-host.key (secret) and policy-host.pub"),
+    (Some("sign"), "{name} sign web.wasm --key ~/keys/policy-host.key", "writes web.wasm.minisig"),
+    (Some("sign"), "{name} sign site.yaml --key ~/keys/policy-host.key", "settings are signed the same way"),
+    (Some("verify"), "{name} verify web.wasm", "checks web.wasm.minisig with the trusted keys"),
+    (Some("verify"), "{name} verify oci://registry.example.com/policies/web:1.4", "pulls the reference now and checks it"),
+    (Some("push"), "{name} push web.wasm oci://registry.example.com/policies/web:1.4", "the policy and its signature"),
+    (Some("inspect"), "{name} inspect web.wasm", "what the policy imports and exports, and its signature"),
+    (Some("new-policy"), "{name} new-policy my-policy", "a policy crate to edit, test natively and build"),
+    (Some("completions"), "{name} completions bash > /etc/bash_completion.d/{name}", "bash completion"),
+    (Some("man"), "{name} man --out-dir /usr/local/share/man/man8", "every page, in section 8"),
+    (Some("config-template"), "{name} config-template > /etc/policy-host/host.toml", "every setting, commented, with its default"),
+];
+
+/// The examples of `command`.
+fn examples(command: Option<&str>) -> Vec<(&'static str, &'static str)> {
+    EXAMPLES
+        .iter()
+        .filter(|(of, _, _)| *of == command)
+        .map(|(_, example, meaning)| (*example, *meaning))
+        .collect()
 }
 
 fn section(page: &mut Vec<u8>, title: &str) -> std::io::Result<()> {
