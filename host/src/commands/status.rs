@@ -74,23 +74,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
     // No unit named: the overview, and the units of the last run.
     let overview = args.names.is_empty();
     let (last_run, last_run_unknown) = if overview {
-        match OutputFlags::default().resolve(&file)?.report_file {
-            None => (
-                None,
-                Some(format!(
-                    "no report_file in {}: set it there, so that every run writes its report",
-                    file.path()
-                        .map_or("host.toml".into(), |p| p.display().to_string())
-                )),
-            ),
-            Some(path) => match LastRun::read(&path)? {
-                Some(run) => (Some(run), None),
-                None => (
-                    None,
-                    Some(format!("no run yet ({} does not exist)", path.display())),
-                ),
-            },
-        }
+        last_run(&file)?
     } else {
         (None, None)
     };
@@ -106,33 +90,9 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
     } else {
         args.names.clone()
     };
-    let mut units = Vec::new();
-    let mut failed = last_run.as_ref().is_some_and(|r| !r.success);
-    for name in &names {
-        units.push(match provider.status(name) {
-            Ok(status) => UnitStatus {
-                name: name.clone(),
-                active: Some(status.active_word),
-                enabled: Some(status.enabled_word),
-                running: Some(status.running),
-                counts_enabled: Some(status.enabled),
-                error: None,
-                error_kind: None,
-            },
-            Err(e) => {
-                failed = true;
-                UnitStatus {
-                    name: name.clone(),
-                    active: None,
-                    enabled: None,
-                    running: None,
-                    counts_enabled: None,
-                    error: Some(e.message().to_owned()),
-                    error_kind: Some(e.kind().as_str()),
-                }
-            }
-        });
-    }
+    let units: Vec<UnitStatus> = names.iter().map(|name| read(&mut provider, name)).collect();
+    let failed =
+        last_run.as_ref().is_some_and(|r| !r.success) || units.iter().any(|u| u.error.is_some());
     let (reader, note) = provider.status_reader();
     let report = StatusReport {
         last_run,
@@ -145,20 +105,74 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
     let text = if args.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
+        report.render(overview)
+    };
+    print!("{text}");
+    Ok(i32::from(failed))
+}
+
+/// The last run, from host.toml's `report_file`; or why it is not known.
+fn last_run(file: &ConfigFile) -> anyhow::Result<(Option<LastRun>, Option<String>)> {
+    Ok(match OutputFlags::default().resolve(file)?.report_file {
+        None => (
+            None,
+            Some(format!(
+                "no report_file in {}: set it there, so that every run writes its report",
+                file.path()
+                    .map_or("host.toml".into(), |p| p.display().to_string())
+            )),
+        ),
+        Some(path) => match LastRun::read(&path)? {
+            Some(run) => (Some(run), None),
+            None => (
+                None,
+                Some(format!("no run yet ({} does not exist)", path.display())),
+            ),
+        },
+    })
+}
+
+/// One unit as the provider reads it, or why it could not.
+fn read(provider: &mut impl Provider, name: &str) -> UnitStatus {
+    match provider.status(name) {
+        Ok(status) => UnitStatus {
+            name: name.to_owned(),
+            active: Some(status.active_word),
+            enabled: Some(status.enabled_word),
+            running: Some(status.running),
+            counts_enabled: Some(status.enabled),
+            error: None,
+            error_kind: None,
+        },
+        Err(e) => UnitStatus {
+            name: name.to_owned(),
+            active: None,
+            enabled: None,
+            running: None,
+            counts_enabled: None,
+            error: Some(e.message().to_owned()),
+            error_kind: Some(e.kind().as_str()),
+        },
+    }
+}
+
+impl StatusReport {
+    /// The human form: the last run, the timer, then a line per unit.
+    fn render(&self, overview: bool) -> String {
         let mut out = String::new();
-        if let Some(run) = &report.last_run {
+        if let Some(run) = &self.last_run {
             out.push_str(&run.render(std::time::SystemTime::now()));
         }
-        if let Some(why) = &report.last_run_unknown {
+        if let Some(why) = &self.last_run_unknown {
             let _ = writeln!(out, "last run: unknown: {}", one_line(why));
         }
-        if let Some(timer) = &report.timer {
+        if let Some(timer) = &self.timer {
             out.push_str(&timer.render());
         }
-        if overview && !report.units.is_empty() {
+        if overview && !self.units.is_empty() {
             let _ = writeln!(out, "units of the last run:");
         }
-        for unit in &report.units {
+        for unit in &self.units {
             // Names the host checked, or the report's: shown as they are,
             // escaped where they would not be safe.
             let name = one_line(&unit.name);
@@ -171,16 +185,15 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
                 }
             }
         }
+        let reader = self.reader;
         let _ = writeln!(
             out,
             "(read {})",
-            match &report.reader_note {
+            match &self.reader_note {
                 None => format!("over {}", if reader == "dbus" { "D-Bus" } else { reader }),
                 Some(note) => format!("with {reader}: {note}"),
             }
         );
         out
-    };
-    print!("{text}");
-    Ok(i32::from(failed))
+    }
 }
