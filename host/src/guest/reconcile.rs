@@ -95,81 +95,94 @@ pub(super) fn reconcile(
     mut host: HostRecord,
     report_incomplete: bool,
 ) -> Vec<ResourceEvent> {
-    let mut events = Vec::with_capacity(claimed.len());
-    for mut event in claimed {
-        let name = event
-            .resource
-            .strip_prefix("service#")
-            .unwrap_or_default()
-            .to_owned();
-        let executed = done(host.executed.remove(&name).unwrap_or_default());
-        let failed_calls = host.failed.remove(&name).unwrap_or_default();
-        let mut problems = Vec::new();
-        for claim in &event.actions {
-            if !executed.contains(claim) {
-                let (claim, verb) = (claim.as_str(), claim.verb().as_str());
-                match failed_calls.iter().find(|f| f.operation.verb() == verb) {
-                    Some(f) => problems.push(format!(
-                        "the policy reported {name} {claim}, but its {verb} failed: {}",
-                        f.error
-                    )),
-                    None => problems.push(format!(
-                        "the policy reported {name} {claim}, but no {verb} was executed"
-                    )),
-                }
+    let mut events: Vec<ResourceEvent> = claimed
+        .into_iter()
+        .map(|event| confirmed(event, &mut host))
+        .collect();
+    events.extend(unreported(host, report_incomplete));
+    events
+}
+
+/// A claimed event, its outcome replaced by the host's record of it (which
+/// is taken out of `host`), failed with every disagreement named.
+fn confirmed(mut event: ResourceEvent, host: &mut HostRecord) -> ResourceEvent {
+    let name = event
+        .resource
+        .strip_prefix("service#")
+        .unwrap_or_default()
+        .to_owned();
+    let executed = done(host.executed.remove(&name).unwrap_or_default());
+    let failed_calls = host.failed.remove(&name).unwrap_or_default();
+    let mut problems = Vec::new();
+    for claim in &event.actions {
+        if !executed.contains(claim) {
+            let (claim, verb) = (claim.as_str(), claim.verb().as_str());
+            match failed_calls.iter().find(|f| f.operation.verb() == verb) {
+                Some(f) => problems.push(format!(
+                    "the policy reported {name} {claim}, but its {verb} failed: {}",
+                    f.error
+                )),
+                None => problems.push(format!(
+                    "the policy reported {name} {claim}, but no {verb} was executed"
+                )),
             }
         }
-        // A call that failed fails its resource, whatever the policy says:
-        // a start whose unit did not stay up is never a success.
-        if !event.failed {
-            for f in &failed_calls {
-                let problem = format!("{} {name}: {}", f.operation.verb(), f.error);
-                if !problems.contains(&problem) {
-                    problems.push(problem);
-                }
-            }
-        }
-        event.journal = failed_calls.into_iter().flat_map(|f| f.journal).collect();
-        let unreported: Vec<Done> = executed
-            .iter()
-            .filter(|a| !event.actions.contains(a))
-            .copied()
-            .collect();
-        if !unreported.is_empty() {
-            problems.push(format!(
-                "{name} was {} by the policy but not reported",
-                joined(&unreported)
-            ));
-        }
-        if event.changed && executed.is_empty() && event.actions.is_empty() {
-            problems.push(format!(
-                "the policy reported {name} changed, but nothing was executed"
-            ));
-        }
-        let found = host.last_state.get(&name).copied().map(Final::from);
-        if let (Some(claim), Some(found)) = (&event.final_state, &found) {
-            if claim != found {
-                problems.push(format!(
-                    "the policy reported {name} {} and {}, but its last status was {} and {}",
-                    claim.ensure.as_str(),
-                    enabled_word(claim.enabled),
-                    found.ensure.as_str(),
-                    enabled_word(found.enabled)
-                ));
-            }
-        }
-        event.changed = !executed.is_empty();
-        event.refreshed = executed.contains(&Done::Restarted);
-        event.actions = executed;
-        event.final_state = found;
-        event.noop_message = None;
-        event.source = Source::Host;
-        event.failed |= !problems.is_empty();
-        event
-            .errors
-            .extend(problems.into_iter().map(Untrusted::new));
-        events.push(event);
     }
+    // A call that failed fails its resource, whatever the policy says:
+    // a start whose unit did not stay up is never a success.
+    if !event.failed {
+        for f in &failed_calls {
+            let problem = format!("{} {name}: {}", f.operation.verb(), f.error);
+            if !problems.contains(&problem) {
+                problems.push(problem);
+            }
+        }
+    }
+    event.journal = failed_calls.into_iter().flat_map(|f| f.journal).collect();
+    let unreported: Vec<Done> = executed
+        .iter()
+        .filter(|a| !event.actions.contains(a))
+        .copied()
+        .collect();
+    if !unreported.is_empty() {
+        problems.push(format!(
+            "{name} was {} by the policy but not reported",
+            joined(&unreported)
+        ));
+    }
+    if event.changed && executed.is_empty() && event.actions.is_empty() {
+        problems.push(format!(
+            "the policy reported {name} changed, but nothing was executed"
+        ));
+    }
+    let found = host.last_state.get(&name).copied().map(Final::from);
+    if let (Some(claim), Some(found)) = (&event.final_state, &found) {
+        if claim != found {
+            problems.push(format!(
+                "the policy reported {name} {} and {}, but its last status was {} and {}",
+                claim.ensure.as_str(),
+                enabled_word(claim.enabled),
+                found.ensure.as_str(),
+                enabled_word(found.enabled)
+            ));
+        }
+    }
+    event.changed = !executed.is_empty();
+    event.refreshed = executed.contains(&Done::Restarted);
+    event.actions = executed;
+    event.final_state = found;
+    event.noop_message = None;
+    event.source = Source::Host;
+    event.failed |= !problems.is_empty();
+    event
+        .errors
+        .extend(problems.into_iter().map(Untrusted::new));
+    event
+}
+
+/// An event for every unit the host changed that no event named.
+fn unreported(mut host: HostRecord, report_incomplete: bool) -> Vec<ResourceEvent> {
+    let mut events = Vec::new();
     for name in host.order {
         let Some(executed) = host.executed.remove(&name) else {
             continue;
