@@ -95,6 +95,22 @@ pub struct NewPolicyArgs {
     pub sdk_path: Option<PathBuf>,
 }
 
+/// `--config`, declared once for every command that reads host.toml.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArg {
+    /// The host configuration file: every setting of the host by its key
+    /// [default: /etc/policy-host/host.toml, when it exists].
+    #[arg(long = "config", id = "config", value_name = "FILE")]
+    file: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// The file named, if any (else the default, when it exists).
+    pub fn path(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
+    }
+}
+
 /// Where trusted public keys come from, and the configuration file that may
 /// say so: the same for `run`, `verify` and `inspect`.
 #[derive(Debug, Args)]
@@ -107,10 +123,8 @@ pub struct TrustArgs {
     #[command(flatten)]
     pub flags: TrustFlags,
 
-    /// The host configuration file: every setting of the host by its key
-    /// [default: /etc/policy-host/host.toml, when it exists].
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 #[derive(Debug, Args)]
@@ -158,9 +172,8 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub provider_flags: ProviderFlags,
 
-    /// The host configuration file [default: /etc/policy-host/host.toml, when it exists].
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 #[derive(Debug, Args)]
@@ -184,10 +197,8 @@ pub struct PushArgs {
     #[command(flatten)]
     pub registry: RegistryFlags,
 
-    /// The host configuration file, for the registry settings
-    /// [default: /etc/policy-host/host.toml, when it exists].
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 #[derive(Debug, Args)]

@@ -49,7 +49,7 @@ struct SignatureStatus {
 }
 
 pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
-    let file = ConfigFile::load(args.trust.config.as_deref())?;
+    let file = ConfigFile::load(args.trust.config.path())?;
     let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
     let (shown, bytes, verdict, kind) = match Location::parse(&args.policy)? {
         Location::File(path) => {

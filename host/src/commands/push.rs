@@ -22,7 +22,7 @@ use crate::settings::ConfigFile;
 use crate::signature::{parse_signature, signature_path_for, Claims, MAX_SIGNATURE_FILE};
 
 pub fn execute(args: &PushArgs) -> anyhow::Result<i32> {
-    let file = ConfigFile::load(args.config.as_deref())?;
+    let file = ConfigFile::load(args.config.path())?;
     let registry = super::registry_client(&args.registry, &file)?;
     let reference = OciRef::parse(&args.reference)?;
     let file_name = args

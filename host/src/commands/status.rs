@@ -56,7 +56,7 @@ struct StatusReport {
 }
 
 pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
-    let file = ConfigFile::load(args.config.as_deref())?;
+    let file = ConfigFile::load(args.config.path())?;
     let settings = ProviderSettings::resolve(&args.provider_flags, &file)?;
     let systemctl: Result<PathBuf, String> = crate::provider::systemctl_on_path();
     // A noop provider: queries only, and no daemon-reload.

@@ -14,7 +14,7 @@ use std::path::Path;
 
 pub fn execute(args: &VerifyArgs) -> anyhow::Result<i32> {
     // A configuration problem is an error (exit 1), not an "invalid" verdict.
-    let file = ConfigFile::load(args.trust.config.as_deref())?;
+    let file = ConfigFile::load(args.trust.config.path())?;
     let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
     let state_dir = args.state_flags.resolve(&file)?.state_dir;
     let (shown, verdict) = match Location::parse(&args.policy)? {

@@ -97,7 +97,7 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand sign" -s h -l he
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l systemctl-timeout -d 'The longest one exchange with systemd (a systemctl command, a D-Bus call) may take, and a start, stop or restart job from its submission to its end, in seconds [default: 90]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l allow-unit -d 'Only let policies touch units matching this glob (e.g. \'web-*\', \'nginx.service\'); repeatable, adds to the configuration file\'s; other units are denied' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l provider -d 'How systemd is asked: auto (over D-Bus when the system bus and systemd on it answer: status, jobs on systemd\'s job engine, unit files; else with systemctl) or systemctl (always the design\'s systemctl commands, one job at a time) [default: auto]' -r
-complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l config -d 'The host configuration file [default: /etc/policy-host/host.toml, when it exists]' -r -F
+complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l config -d 'The host configuration file: every setting of the host by its key [default: /etc/policy-host/host.toml, when it exists]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"
 complete -c policy-host -n "__fish_policy_host_using_subcommand status" -l log-level -d 'The least severe diagnostics shown (error, warn, info, debug, trace); RUST_LOG overrides it' -r
@@ -107,7 +107,7 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l registr
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l insecure-registry -d 'A registry spoken to over plain HTTP, without TLS (a test or an isolated network only); repeatable, adds to the configuration file\'s' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l registry-auth -d 'The Docker config.json holding registry logins (its "auths" entries, as `docker login` writes them); without it, $DOCKER_CONFIG/config.json, else /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l registry-timeout -d 'The longest one registry request may take, in seconds (never past the run\'s wall clock) [default: 30]' -r
-complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l config -d 'The host configuration file, for the registry settings [default: /etc/policy-host/host.toml, when it exists]' -r -F
+complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l config -d 'The host configuration file: every setting of the host by its key [default: /etc/policy-host/host.toml, when it exists]' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"
 complete -c policy-host -n "__fish_policy_host_using_subcommand push" -l log-level -d 'The least severe diagnostics shown (error, warn, info, debug, trace); RUST_LOG overrides it' -r

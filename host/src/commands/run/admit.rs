@@ -42,7 +42,7 @@ impl AdmittedRun {
     pub(super) fn admit(plan: &Plan<'_>) -> anyhow::Result<Self> {
         let gate = plan.gate();
         let runtime = PolicyRuntime::new(plan.settings.limits)?;
-        let cache = if plan.args.no_cache {
+        let cache = if !plan.request.use_cache {
             None
         } else {
             CompileCache::open(&plan.settings.cache_dir)

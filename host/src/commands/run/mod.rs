@@ -21,7 +21,7 @@ use crate::lock::RunLock;
 use crate::report::Report;
 
 use admit::AdmittedRun;
-use plan::Plan;
+use plan::{Plan, Request};
 use session::Session;
 
 /// Runs the policies; returns the process exit code. An `Err` means the run
@@ -32,12 +32,13 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     if let Err(e) = interrupt::install() {
         tracing::warn!("SIGTERM, SIGINT and SIGHUP are not handled in order: {e}");
     }
+    let request = Request::of(args);
     let outputs = outputs::Outputs::resolve(args);
-    let result = converge(args, &outputs, started);
+    let result = converge(args, &request, &outputs, started);
     // What the run did is printed first, whatever then happens to the
     // files: a full disk must not hide that a service was started.
     let printed = match &result {
-        Ok((report, _)) => outputs::print(args, report),
+        Ok((report, _)) => outputs::print(request.printed, report),
         Err(_) => Ok(()),
     };
     let report = result.as_ref().map(|(report, _)| report);
@@ -60,16 +61,17 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
             failures.join("; ")
         );
     }
-    Ok(report.exit_code(args.detailed_exitcodes))
+    Ok(report.exit_code(request.detailed_exitcodes))
 }
 
 /// The run's phases, in order.
 fn converge(
     args: &RunArgs,
+    request: &Request,
     outputs: &outputs::Outputs,
     started: Instant,
 ) -> anyhow::Result<(Report, RunLock)> {
-    let plan = Plan::resolve(args, outputs, started)?;
+    let plan = Plan::resolve(args, request, outputs, started)?;
     let admitted = AdmittedRun::admit(&plan)?;
     Session::begin(&plan, admitted)?.converge()
 }

@@ -7,10 +7,9 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::Context as _;
 
+use super::plan::Printed;
 use crate::atomic_file;
-use crate::cli::RunArgs;
-use crate::report::{render_human, render_metrics, Report, Style, Verbosity};
-use crate::settings::ConfigFile;
+use crate::report::{render_human, render_metrics, Report, Style};
 
 /// Where the report and the metrics go (`--report`/`report_file`,
 /// `--metrics`/`metrics_file`): flags over host.toml, so a run by hand
@@ -22,23 +21,6 @@ pub(super) struct Outputs {
 }
 
 impl Outputs {
-    /// Resolved first and on their own: a run that cannot happen (a bad
-    /// setting elsewhere, a refused policy) still writes them. When
-    /// host.toml cannot be read or names a bad value, the flags alone (the
-    /// plan then stops the run on the same mistake, said in full).
-    pub(super) fn resolve(args: &RunArgs) -> Self {
-        let from = |file: &ConfigFile| {
-            args.output_flags.resolve(file).map(|v| Self {
-                report: v.report_file,
-                metrics: v.metrics_file,
-            })
-        };
-        ConfigFile::load(args.trust.config.as_deref())
-            .and_then(|file| from(&file))
-            .or_else(|_| from(&ConfigFile::default()))
-            .unwrap_or_default()
-    }
-
     /// Checks, before anything is changed, that both files can be written;
     /// the metrics' directory (node_exporter's textfile directory) is made,
     /// 0755, when missing.
@@ -71,16 +53,10 @@ impl Outputs {
 const OUTPUT_MODE: u32 = 0o644;
 
 /// Prints the report (human or JSON) on stdout.
-pub(super) fn print(args: &RunArgs, report: &Report) -> anyhow::Result<()> {
-    let text = if args.json {
-        serde_json::to_string_pretty(report)? + "\n"
-    } else {
-        let verbosity = match (args.quiet, args.verbose) {
-            (true, _) => Verbosity::Quiet,
-            (_, true) => Verbosity::Verbose,
-            _ => Verbosity::Normal,
-        };
-        render_human(report, verbosity, Style::detect())
+pub(super) fn print(printed: Printed, report: &Report) -> anyhow::Result<()> {
+    let text = match printed {
+        Printed::Json => serde_json::to_string_pretty(report)? + "\n",
+        Printed::Human(verbosity) => render_human(report, verbosity, Style::detect()),
     };
     // A closed pipe (`host run ... | head`) is an error to report, not a panic.
     let mut stdout = std::io::stdout().lock();

@@ -1,5 +1,10 @@
 //! The first phase of a run: what to run and with which settings, decided
 //! from the command line and host.toml before anything is read or changed.
+//!
+//! This is the one module of `run` that reads the command line's fields
+//! (as ripgrep's `HiArgs::from_low_args` turns its low-level arguments into
+//! typed values once): everything after it takes the [`Request`], the
+//! [`Outputs`] and the resolved settings.
 
 use std::time::Instant;
 
@@ -8,7 +13,9 @@ use anyhow::{bail, Context as _};
 use crate::admission::{self, Gate, Location, Remote};
 use crate::atomic_file;
 use crate::cli::RunArgs;
+use crate::lock::Wait;
 use crate::oci::{Registry, Store};
+use crate::report::Verbosity;
 use crate::settings::{
     resolve_trust, ConfigFile, RegistrySettings, RunSettings, DEFAULT_CONFIG_FILE,
 };
@@ -23,10 +30,84 @@ pub(super) struct Job {
     pub(super) settings: Option<Location>,
 }
 
+/// Whether the run may change the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Converge: changes are made, versions and subscriptions recorded.
+    Apply,
+    /// `--noop`: nothing is changed or recorded; the policies say what
+    /// they would do.
+    Noop,
+}
+
+/// How the report is printed on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Printed {
+    /// `--json`: the one JSON document.
+    Json,
+    /// The human report, at this verbosity (`-q`, `-v`).
+    Human(Verbosity),
+}
+
+/// What the command line asked of this run, besides the settings, as
+/// typed values.
+#[derive(Debug, Clone)]
+pub(super) struct Request {
+    pub(super) mode: Mode,
+    /// Whether to wait for the machine's run lock (`--no-wait`: no).
+    pub(super) wait_for_lock: bool,
+    /// `--refresh TYPE#NAME`: references that count as changed.
+    pub(super) refresh: Vec<String>,
+    /// `--allow-unsigned`, for local test runs.
+    pub(super) allow_unsigned: bool,
+    /// `--allow-rollback`, the one-machine emergency.
+    pub(super) allow_rollback: bool,
+    /// `--no-cache`: compile every policy afresh.
+    pub(super) use_cache: bool,
+    pub(super) printed: Printed,
+    /// `--detailed-exitcodes`: 0/2/4/6.
+    pub(super) detailed_exitcodes: bool,
+}
+
+impl Request {
+    /// The command line's choices, read once.
+    pub(super) fn of(args: &RunArgs) -> Self {
+        Self {
+            mode: if args.noop { Mode::Noop } else { Mode::Apply },
+            wait_for_lock: !args.no_wait,
+            refresh: args.refresh.clone(),
+            allow_unsigned: args.allow_unsigned,
+            allow_rollback: args.allow_rollback,
+            use_cache: !args.no_cache,
+            printed: match (args.json, args.quiet, args.verbose) {
+                (true, _, _) => Printed::Json,
+                (false, true, _) => Printed::Human(Verbosity::Quiet),
+                (false, false, true) => Printed::Human(Verbosity::Verbose),
+                (false, false, false) => Printed::Human(Verbosity::Normal),
+            },
+            detailed_exitcodes: args.detailed_exitcodes,
+        }
+    }
+
+    /// Whether this is a dry run.
+    pub(super) fn noop(&self) -> bool {
+        self.mode == Mode::Noop
+    }
+
+    /// How long to wait for the run lock.
+    pub(super) fn lock_wait(&self, timeout: std::time::Duration) -> Wait {
+        if self.wait_for_lock {
+            Wait::Up(timeout)
+        } else {
+            Wait::No
+        }
+    }
+}
+
 /// A run decided: its settings, its trust, its jobs, and how references are
 /// pulled. Every output has been checked writable; nothing is read yet.
 pub(super) struct Plan<'a> {
-    pub(super) args: &'a RunArgs,
+    pub(super) request: &'a Request,
     pub(super) started: Instant,
     pub(super) settings: RunSettings,
     pub(super) trust: Trust,
@@ -40,11 +121,12 @@ impl<'a> Plan<'a> {
     /// Resolves the settings (flags over host.toml over defaults), the trust
     /// and the jobs; fails, with nothing changed, on any mistake in them.
     pub(super) fn resolve(
-        args: &'a RunArgs,
+        args: &RunArgs,
+        request: &'a Request,
         outputs: &'a Outputs,
         started: Instant,
     ) -> anyhow::Result<Self> {
-        let file = ConfigFile::load(args.trust.config.as_deref())?;
+        let file = ConfigFile::load(args.trust.config.path())?;
         let settings = RunSettings::resolve(
             &args.run_flags,
             &args.provider_flags,
@@ -56,12 +138,12 @@ impl<'a> Plan<'a> {
         args.output_flags.resolve(&file)?;
         let versions = Versions::open(&settings.state_dir)?;
         outputs.check()?;
-        check_state_and_cache(args, &settings)?;
+        check_state_and_cache(request, &settings)?;
         let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
         let jobs = jobs(args, &file)?;
         let remote = remote(&jobs, args, &file, &settings, started)?;
         Ok(Self {
-            args,
+            request,
             started,
             settings,
             trust,
@@ -77,17 +159,36 @@ impl<'a> Plan<'a> {
         Gate {
             trust: &self.trust,
             versions: &self.versions,
-            allow_unsigned: self.args.allow_unsigned,
-            allow_rollback: self.args.allow_rollback,
+            allow_unsigned: self.request.allow_unsigned,
+            allow_rollback: self.request.allow_rollback,
             remote: self.remote.as_ref(),
         }
+    }
+}
+
+impl Outputs {
+    /// Resolved first and on their own: a run that cannot happen (a bad
+    /// setting elsewhere, a refused policy) still writes them. When
+    /// host.toml cannot be read or names a bad value, the flags alone (the
+    /// plan then stops the run on the same mistake, said in full).
+    pub(super) fn resolve(args: &RunArgs) -> Self {
+        let from = |file: &ConfigFile| {
+            args.output_flags.resolve(file).map(|v| Self {
+                report: v.report_file,
+                metrics: v.metrics_file,
+            })
+        };
+        ConfigFile::load(args.trust.config.path())
+            .and_then(|file| from(&file))
+            .or_else(|_| from(&ConfigFile::default()))
+            .unwrap_or_default()
     }
 }
 
 /// Checks, before anything is changed, that every output can be written:
 /// a temporary file is created beside each and removed. A path that cannot
 /// be written is an error naming its option, and the run does not start.
-fn check_state_and_cache(args: &RunArgs, settings: &RunSettings) -> anyhow::Result<()> {
+fn check_state_and_cache(request: &Request, settings: &RunSettings) -> anyhow::Result<()> {
     atomic_file::probe(&settings.state_dir.join("versions.json")).with_context(|| {
         format!(
             "--state-dir {}: cannot be written",
@@ -96,7 +197,7 @@ fn check_state_and_cache(args: &RunArgs, settings: &RunSettings) -> anyhow::Resu
     })?;
     // A cache directory that is not safe is not used at all (a warning, a
     // compile); one that is safe must also be writable.
-    if !args.no_cache && settings.cache_dir.is_dir() {
+    if request.use_cache && settings.cache_dir.is_dir() {
         atomic_file::probe(&settings.cache_dir.join("probe")).with_context(|| {
             format!(
                 "--cache-dir {}: cannot be written",

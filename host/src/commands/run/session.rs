@@ -11,7 +11,7 @@ use crate::atomic_file;
 use crate::contract::RunOptions;
 use crate::guest::GuestOutcome;
 use crate::interrupt;
-use crate::lock::{RunLock, Wait};
+use crate::lock::RunLock;
 use crate::provider::{Provider, SystemdConfig};
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
 use crate::runtime::PolicyRuntime;
@@ -38,13 +38,9 @@ impl<'a> Session<'a> {
     /// Takes the lock (waiting as the settings say), removes what a killed
     /// run left behind, and records the versions about to run.
     pub(super) fn begin(plan: &'a Plan<'a>, run: AdmittedRun) -> anyhow::Result<Self> {
-        let args = plan.args;
+        let request = plan.request;
         let settings = &plan.settings;
-        let wait = if args.no_wait {
-            Wait::No
-        } else {
-            Wait::Up(settings.lock_timeout)
-        };
+        let wait = request.lock_wait(settings.lock_timeout);
         let lock = RunLock::acquire(&settings.lock_file, wait)?;
         if let Some(signal) = interrupt::received() {
             bail!(
@@ -70,11 +66,11 @@ impl<'a> Session<'a> {
         // Under the lock: no other run can record a version between this
         // check and write. A noop run records nothing: trying a new version
         // with --noop must not make the one in service a refused rollback.
-        if !args.noop {
+        if !request.noop() {
             crate::admission::record_versions(
                 &settings.state_dir,
                 run.documents(),
-                args.allow_rollback,
+                request.allow_rollback,
             )?;
         }
         let records = Records::open(&settings.state_dir)?;
@@ -82,7 +78,7 @@ impl<'a> Session<'a> {
         let provider = Box::new(crate::provider::systemd(SystemdConfig {
             systemctl,
             timeout: settings.systemctl_timeout,
-            noop: args.noop,
+            noop: request.noop(),
             allow: settings.allow.clone(),
             status_via: settings.status_via,
             jobs: settings.jobs,
@@ -122,7 +118,7 @@ impl<'a> Session<'a> {
             records,
             budget: Budget::new(Caps::DEFAULT, None),
         };
-        let mut refreshed = plan.args.refresh.clone();
+        let mut refreshed = plan.request.refresh.clone();
         let mut reports = Vec::with_capacity(run.policies.len());
         let mut not_started = Vec::new();
         for (index, policy) in run.policies.into_iter().enumerate() {
@@ -136,7 +132,7 @@ impl<'a> Session<'a> {
                 Instant::now()
             };
             let options = RunOptions {
-                noop: plan.args.noop,
+                noop: plan.request.noop(),
                 refreshed: refreshed.clone(),
                 // Filled in by the runtime, once the policy declared its
                 // subscriptions and the host looked at them.
@@ -173,7 +169,7 @@ impl<'a> Session<'a> {
         // What the subscriptions' files and packages look like, for the next
         // run. A noop run records nothing; an interrupted one forgets no
         // policy it did not reach.
-        if !plan.args.noop {
+        if !plan.request.noop() {
             if interrupt::received().is_none() {
                 watching.records.keep_policies(&names);
             }
@@ -264,7 +260,7 @@ fn run_one(
     let mut outcome = GuestOutcome::new(
         run.outcome,
         &calls,
-        plan.args.noop,
+        plan.request.noop(),
         plan.settings.limits.report_bytes,
     );
     outcome.watch(&survey);
@@ -272,7 +268,7 @@ fn run_one(
         policy: admitted.name,
         source: admitted.source,
         settings_source: settings.map(|doc| doc.admitted.source.clone()),
-        noop: plan.args.noop,
+        noop: plan.request.noop(),
         signature: admitted.signature,
         compile: CompileInfo {
             cache: compiled.cache,
@@ -284,7 +280,7 @@ fn run_one(
         log: run.log,
         duration: started.elapsed(),
     });
-    if !plan.args.noop {
+    if !plan.request.noop() {
         let resources = &report.resources;
         survey.record(&report.policy, &mut watching.records, |resource| {
             resources
