@@ -158,43 +158,66 @@ impl<'a> Session<'a> {
             );
             reports.push(report);
         }
-        let reload_started = Instant::now();
-        let reloaded = provider.finish().map_err(|e| {
-            format!(
-                "daemon-reload after the enablement changes failed: {}",
-                e.message()
-            )
-        });
-        let calls = provider.take_calls();
-        // What the subscriptions' files and packages look like, for the next
-        // run. A noop run records nothing; an interrupted one forgets no
-        // policy it did not reach.
-        if !plan.request.noop() {
-            if interrupt::received().is_none() {
-                watching.records.keep_policies(&names);
-            }
-            if let Err(e) = watching.records.save() {
-                let error = format!("{e:#}; the next run sees the same changes again");
-                match reports.last_mut() {
-                    Some(last) => last.close(Vec::new(), Some(error), Default::default()),
-                    None => tracing::error!("{error}"),
-                }
-            }
-        }
-        match reports.last_mut() {
-            Some(last) => last.close(calls, reloaded.err(), reload_started.elapsed()),
-            None => {
-                if let Err(e) = reloaded {
-                    tracing::error!("{e}");
-                }
-            }
-        }
-        let mut report = Report::new(reports);
-        if let Some(signal) = interrupt::received() {
-            report.interrupt(interrupt::name(signal), not_started);
-        }
+        let report = finish(
+            plan,
+            provider.as_mut(),
+            watching,
+            reports,
+            &names,
+            not_started,
+        );
         Ok((report, lock))
     }
+}
+
+/// The run's end: the one reload after enablement changes (reported with
+/// the last policy), what the subscriptions look like now for the next run
+/// (not in a noop run; an interrupted run forgets no policy it did not
+/// reach), and the report, said interrupted when a signal came.
+fn finish(
+    plan: &Plan<'_>,
+    provider: &mut dyn Provider,
+    mut watching: Watching,
+    mut reports: Vec<RunReport>,
+    names: &BTreeSet<String>,
+    not_started: Vec<String>,
+) -> Report {
+    let reload_started = Instant::now();
+    let reloaded = provider.finish().map_err(|e| {
+        format!(
+            "daemon-reload after the enablement changes failed: {}",
+            e.message()
+        )
+    });
+    let calls = provider.take_calls();
+    // What the subscriptions' files and packages look like, for the next
+    // run. A noop run records nothing; an interrupted one forgets no
+    // policy it did not reach.
+    if !plan.request.noop() {
+        if interrupt::received().is_none() {
+            watching.records.keep_policies(names);
+        }
+        if let Err(e) = watching.records.save() {
+            let error = format!("{e:#}; the next run sees the same changes again");
+            match reports.last_mut() {
+                Some(last) => last.close(Vec::new(), Some(error), Default::default()),
+                None => tracing::error!("{error}"),
+            }
+        }
+    }
+    match reports.last_mut() {
+        Some(last) => last.close(calls, reloaded.err(), reload_started.elapsed()),
+        None => {
+            if let Err(e) = reloaded {
+                tracing::error!("{e}");
+            }
+        }
+    }
+    let mut report = Report::new(reports);
+    if let Some(signal) = interrupt::received() {
+        report.interrupt(interrupt::name(signal), not_started);
+    }
+    report
 }
 
 /// Runs one policy and builds its report from the host's own record; the
@@ -248,15 +271,7 @@ fn run_one(
         tracing::error!(policy = %admitted.origin, class = failure.class, "policy failed: {}", failure.message);
     }
     let calls = provider.take_calls();
-    let (status_reader, status_note) = provider.status_reader();
-    let status_note = status_note.map(str::to_owned);
-    let provider_info = ProviderInfo {
-        name: provider.name(),
-        available: provider.unavailable_reason().is_none(),
-        detail: provider.unavailable_reason().map(str::to_owned),
-        status_reader,
-        status_note,
-    };
+    let provider_info = provider_info(provider.as_mut());
     let mut outcome = GuestOutcome::new(
         run.outcome,
         &calls,
@@ -289,6 +304,20 @@ fn run_one(
         });
     }
     Ok((report, provider))
+}
+
+/// What the report says of the provider: whether it could work, and how
+/// it read status.
+fn provider_info(provider: &mut dyn Provider) -> ProviderInfo {
+    let (status_reader, status_note) = provider.status_reader();
+    let status_note = status_note.map(str::to_owned);
+    ProviderInfo {
+        name: provider.name(),
+        available: provider.unavailable_reason().is_none(),
+        detail: provider.unavailable_reason().map(str::to_owned),
+        status_reader,
+        status_note,
+    }
 }
 
 /// What the policy is told of its subscriptions: per service, the
