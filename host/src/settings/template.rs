@@ -25,65 +25,12 @@ pub fn host_toml_template() -> String {
          # `policy-host run` with no policy named runs the [[policy]] list at the end, in order.\n\
          # With none listed, a run succeeds and does nothing.\n",
     );
-    let value = |s: &Setting| -> String {
-        match (s.kind, s.default) {
-            (Kind::Path | Kind::Choice(_), Some(default)) => format!("{default:?}"),
-            (Kind::Patterns, _) => "[\"web-*\", \"nginx.service\"]".to_owned(),
-            (Kind::Hosts, _) => "[\"registry.internal:5000\"]".to_owned(),
-            (Kind::Prefixes, Some(default)) => format!(
-                "[{}]",
-                default
-                    .split(',')
-                    .map(|d| format!("{d:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            (Kind::OptionalPath, _) if s.key == "registry_auth" => {
-                "\"/etc/policy-host/docker/config.json\"".to_owned()
-            }
-            (Kind::OptionalPath, _) if s.key == "report_file" => {
-                "\"/var/lib/policy-host/last-run.json\"".to_owned()
-            }
-            (Kind::OptionalPath, _) if s.key == "metrics_file" => {
-                "\"/var/lib/prometheus/node-exporter/policy-host.prom\"".to_owned()
-            }
-            (Kind::OptionalPath, _) => "\"/etc/policy-host/registry-ca.pem\"".to_owned(),
-            (_, Some(default)) => default.to_owned(),
-            (_, None) => "\"\"".to_owned(),
-        }
-    };
-    let entry = |out: &mut String, s: &Setting, key: &str| {
-        let _ = writeln!(out);
-        let help = s.help.split_whitespace().collect::<Vec<_>>().join(" ");
-        let mut line = String::from("#");
-        for word in help.split(' ') {
-            if line.len() + word.len() + 1 > 92 {
-                let _ = writeln!(out, "{line}");
-                line = String::from("#");
-            }
-            line.push(' ');
-            line.push_str(word);
-        }
-        let _ = writeln!(out, "{line}");
-        let default = match (s.kind, s.default) {
-            (Kind::Patterns | Kind::Hosts, _) => "none".to_owned(),
-            (Kind::Prefixes, Some(default)) => default.replace(',', ", "),
-            (Kind::OptionalPath, _) => "none".to_owned(),
-            (_, Some(default)) => default.to_owned(),
-            (_, None) => "none".to_owned(),
-        };
-        let _ = writeln!(out, "# (command line: --{}; default: {default})", s.flag);
-        // Set by the package, so that every run writes them, by the timer
-        // or by hand: monitoring reads them.
-        let set = PACKAGE_SETS.contains(&s.key);
-        let _ = writeln!(out, "{}{key} = {}", if set { "" } else { "#" }, value(s));
-    };
     for s in all_settings().filter(|s| !s.key.contains('.')) {
-        entry(&mut out, s, s.key);
+        write_entry(&mut out, s, s.key);
     }
     let _ = writeln!(out, "\n[limits]");
     for s in all_settings().filter(|s| s.key.starts_with("limits.")) {
-        entry(&mut out, s, &s.key["limits.".len()..]);
+        write_entry(&mut out, s, &s.key["limits.".len()..]);
     }
     out.push_str(
         "\n# The policies `policy-host run` runs, in order: each a signed policy (a file, a directory\n\
@@ -97,6 +44,71 @@ pub fn host_toml_template() -> String {
     );
     out.push_str(BUILT_IN_POLICY_EXAMPLE);
     out
+}
+
+/// The value a setting's line shows: its default, or an example where it
+/// has none.
+fn example_value(s: &Setting) -> String {
+    match (s.kind, s.default) {
+        (Kind::Path | Kind::Choice(_), Some(default)) => format!("{default:?}"),
+        (Kind::Patterns, _) => "[\"web-*\", \"nginx.service\"]".to_owned(),
+        (Kind::Hosts, _) => "[\"registry.internal:5000\"]".to_owned(),
+        (Kind::Prefixes, Some(default)) => format!(
+            "[{}]",
+            default
+                .split(',')
+                .map(|d| format!("{d:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (Kind::OptionalPath, _) if s.key == "registry_auth" => {
+            "\"/etc/policy-host/docker/config.json\"".to_owned()
+        }
+        (Kind::OptionalPath, _) if s.key == "report_file" => {
+            "\"/var/lib/policy-host/last-run.json\"".to_owned()
+        }
+        (Kind::OptionalPath, _) if s.key == "metrics_file" => {
+            "\"/var/lib/prometheus/node-exporter/policy-host.prom\"".to_owned()
+        }
+        (Kind::OptionalPath, _) => "\"/etc/policy-host/registry-ca.pem\"".to_owned(),
+        (_, Some(default)) => default.to_owned(),
+        (_, None) => "\"\"".to_owned(),
+    }
+}
+
+/// One setting: its help, wrapped, where it comes from on the command line
+/// and its default, then its line (commented, unless the package sets it).
+fn write_entry(out: &mut String, s: &Setting, key: &str) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out);
+    let help = s.help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut line = String::from("#");
+    for word in help.split(' ') {
+        if line.len() + word.len() + 1 > 92 {
+            let _ = writeln!(out, "{line}");
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    let _ = writeln!(out, "{line}");
+    let default = match (s.kind, s.default) {
+        (Kind::Patterns | Kind::Hosts, _) => "none".to_owned(),
+        (Kind::Prefixes, Some(default)) => default.replace(',', ", "),
+        (Kind::OptionalPath, _) => "none".to_owned(),
+        (_, Some(default)) => default.to_owned(),
+        (_, None) => "none".to_owned(),
+    };
+    let _ = writeln!(out, "# (command line: --{}; default: {default})", s.flag);
+    // Set by the package, so that every run writes them, by the timer
+    // or by hand: monitoring reads them.
+    let set = PACKAGE_SETS.contains(&s.key);
+    let _ = writeln!(
+        out,
+        "{}{key} = {}",
+        if set { "" } else { "#" },
+        example_value(s)
+    );
 }
 
 /// The end of the host.toml template: the built-in manifest policy, made

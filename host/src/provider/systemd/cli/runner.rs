@@ -136,29 +136,40 @@ impl CommandRunner for ProcessRunner {
                 });
             }
         };
-        // The command has exited; its output ends when every process that
-        // holds its pipes has closed them. Waited for until the deadline only.
-        let (mut stdout, mut stderr) = (None, None);
-        while stdout.is_none() || stderr.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match output.recv_timeout(left) {
-                Ok((Stream::Out, text)) => stdout = Some(text),
-                Ok((Stream::Err, text)) => stderr = Some(text),
-                Err(RecvTimeoutError::Timeout) => {
-                    // A process left behind holds a pipe: it is still in the
-                    // group (which keeps the group id from being reused).
-                    kill_group(group);
-                    return Err(RunError::TimedOut(timeout));
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-        }
+        let (stdout, stderr) = collect(&output, deadline, group, timeout)?;
         Ok(CommandOutput {
             code: status.code(),
-            stdout: stdout.unwrap_or_default(),
-            stderr: stderr.unwrap_or_default(),
+            stdout,
+            stderr,
         })
     }
+}
+
+/// The command's stdout and stderr once it exited. Its output ends when
+/// every process that holds its pipes has closed them: waited for until the
+/// deadline only.
+fn collect(
+    output: &mpsc::Receiver<(Stream, String)>,
+    deadline: Instant,
+    group: u32,
+    timeout: Duration,
+) -> Result<(String, String), RunError> {
+    let (mut stdout, mut stderr) = (None, None);
+    while stdout.is_none() || stderr.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match output.recv_timeout(left) {
+            Ok((Stream::Out, text)) => stdout = Some(text),
+            Ok((Stream::Err, text)) => stderr = Some(text),
+            Err(RecvTimeoutError::Timeout) => {
+                // A process left behind holds a pipe: it is still in the
+                // group (which keeps the group id from being reused).
+                kill_group(group);
+                return Err(RunError::TimedOut(timeout));
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    Ok((stdout.unwrap_or_default(), stderr.unwrap_or_default()))
 }
 
 /// How waiting for a command ended.
