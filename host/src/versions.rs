@@ -39,6 +39,21 @@ struct Record {
     versions: BTreeMap<String, Seen>,
 }
 
+impl state_file::Versioned for Record {
+    const FORMAT: u32 = FORMAT;
+
+    fn format(&self) -> u32 {
+        self.format
+    }
+
+    fn empty() -> Self {
+        Record {
+            format: FORMAT,
+            versions: BTreeMap::new(),
+        }
+    }
+}
+
 /// The accepted versions, read once per run.
 #[derive(Debug)]
 pub struct Versions {
@@ -71,24 +86,13 @@ impl Versions {
     /// anyone but root or the running user could write it); a missing
     /// file is an empty record, a damaged one an error.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
-        let (path, record) = state_file::read::<Record>(
+        let (path, record) = state_file::open::<Record>(
             dir,
             "versions.json",
             MAX_RECORD_BYTES,
             "a version record",
             "refusing to treat it as empty, which would accept old versions again (restore it, or move it away to start afresh)",
         )?;
-        let record = record.unwrap_or(Record {
-            format: FORMAT,
-            versions: BTreeMap::new(),
-        });
-        if record.format != FORMAT {
-            bail!(
-                "{} has format {}, this host reads format {FORMAT}",
-                path.display(),
-                record.format
-            );
-        }
         Ok(Self { path, record })
     }
 

@@ -13,7 +13,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::bail;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
@@ -41,6 +40,21 @@ struct Record {
     subscriptions: Table,
 }
 
+impl state_file::Versioned for Record {
+    const FORMAT: u32 = FORMAT;
+
+    fn format(&self) -> u32 {
+        self.format
+    }
+
+    fn empty() -> Self {
+        Record {
+            format: FORMAT,
+            subscriptions: Table::new(),
+        }
+    }
+}
+
 /// The fingerprints recorded, read once per run.
 #[derive(Debug)]
 pub struct Records {
@@ -52,24 +66,13 @@ impl Records {
     /// Reads the record in `dir` (root-only, created 0700 when missing); a
     /// missing file is an empty record, a damaged one an error.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
-        let (path, record) = state_file::read::<Record>(
+        let (path, record) = state_file::open::<Record>(
             dir,
             FILE_NAME,
             MAX_RECORD_BYTES,
             "a subscription record",
             "refusing to guess which subscribed files and packages changed (restore it, or move it away to start afresh: every subscription is then recorded again, and nothing restarts)",
         )?;
-        let record = record.unwrap_or(Record {
-            format: FORMAT,
-            subscriptions: Table::new(),
-        });
-        if record.format != FORMAT {
-            bail!(
-                "{} has format {}, this host reads format {FORMAT}",
-                path.display(),
-                record.format
-            );
-        }
         Ok(Self { path, record })
     }
 
