@@ -245,10 +245,6 @@ fn host_toml_steps(host_toml: &str) -> (Vec<String>, Vec<String>) {
 #[e2e_test(requires = "root, systemd, cargo-deb, lintian, bind9-host")]
 fn install_configure_run_upgrade_remove_and_purge() {
     let (first, upgrade) = packages();
-    assert!(
-        Path::new("/usr/bin/host").exists(),
-        "this test needs bind9-host (apt-get install bind9-host)"
-    );
     let sandbox = Sandbox::boot_for_test(&target_dir());
     let s = Inside(&sandbox);
     let path = |p: &Path| p.to_str().unwrap().to_owned();
@@ -412,10 +408,6 @@ fn doc_block(page: &str, heading: &str, tag: &str) -> String {
 #[e2e_test(requires = "root, systemd, cargo-deb, docker-registry")]
 fn oci_sources_read_the_registry_login_where_the_package_puts_it() {
     let (first, _) = packages();
-    assert!(
-        Path::new("/usr/bin/docker-registry").is_file(),
-        "this test needs docker-registry (apt-get install docker-registry)"
-    );
     let sandbox = Sandbox::boot_for_test(&target_dir());
     let s = Inside(&sandbox);
     s.ok(&["dpkg", "-i", first.to_str().unwrap()]);
