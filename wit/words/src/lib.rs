@@ -20,7 +20,7 @@ pub const IS_ACTIVE_WORDS: [(&str, bool); 7] = [
 ];
 
 /// `is-enabled`'s words (for a unit that exists) and whether each counts as
-/// enabled.
+/// enabled: exactly the words for which systemctl 252 exits 0.
 pub const IS_ENABLED_WORDS: [(&str, bool); 12] = [
     ("enabled", true),
     ("enabled-runtime", true),
@@ -35,6 +35,14 @@ pub const IS_ENABLED_WORDS: [(&str, bool); 12] = [
     ("masked-runtime", false),
     ("disabled", false),
 ];
+
+/// `is-enabled`'s word for a unit enabled at runtime only (links under
+/// `/run`): a complete `disable` removes those too.
+pub const ENABLED_RUNTIME: &str = "enabled-runtime";
+
+/// `is-enabled`'s word for a generated unit (among others, one a SysV init
+/// script makes, whose enablement systemctl asks `systemd-sysv-install`).
+pub const GENERATED: &str = "generated";
 
 /// `word` as `is-active` prints it, and whether it counts as running;
 /// `None` for a word the table does not know.

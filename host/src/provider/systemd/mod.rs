@@ -117,7 +117,8 @@ impl SystemdBackend {
         if let Some(unit) = self.bus_name(service) {
             match self.bus.is_enabled(&unit, time, "status")? {
                 BusAnswer::Answered(output)
-                    if !(output.stdout.trim() == "generated" && has_sysv_script(&unit)) =>
+                    if !(output.stdout.trim() == contract_words::GENERATED
+                        && has_sysv_script(&unit)) =>
                 {
                     return read_is_enabled(service.as_str(), &output);
                 }
@@ -142,7 +143,9 @@ impl SystemdBackend {
             return Ok(false);
         }
         Ok(match self.bus.is_enabled(unit, time, "enable")? {
-            BusAnswer::Answered(output) => matches!(output.stdout.trim(), "generated" | ""),
+            BusAnswer::Answered(output) => {
+                [contract_words::GENERATED, ""].contains(&output.stdout.trim())
+            }
             BusAnswer::Refused(_) | BusAnswer::Fallback => true,
         })
     }

@@ -133,7 +133,7 @@ impl SystemdBackend {
             BusAnswer::Refused(refusal) => return Err(refusal.status_error()),
             BusAnswer::Fallback => return Ok(None),
         };
-        if answers.is_enabled.stdout.trim() == "generated" && has_sysv_script(&unit) {
+        if answers.is_enabled.stdout.trim() == contract_words::GENERATED && has_sysv_script(&unit) {
             answers.is_enabled = self.cli.is_enabled(service.as_str(), time)?;
         }
         Ok(Some((answers, changed)))

@@ -340,16 +340,8 @@ impl SystemdBus {
             .await;
         match answer {
             Ok(word) => {
-                let enabled = matches!(
-                    word.as_str(),
-                    "enabled"
-                        | "enabled-runtime"
-                        | "static"
-                        | "indirect"
-                        | "generated"
-                        | "transient"
-                        | "alias"
-                );
+                // systemctl exits 0 for exactly the words that count.
+                let enabled = contract_words::is_enabled_word(&word).is_some_and(|(_, c)| c);
                 Ok(CommandOutput {
                     code: Some(if enabled { 0 } else { 1 }),
                     stdout: format!("{word}\n"),

@@ -435,7 +435,7 @@ fn disable(dbus: &SystemdBus, unit: &str, timeout: Duration) -> Result<(), DbusE
     let left = dbus
         .is_enabled(unit, timeout)
         .map(|o| o.stdout.trim().to_owned());
-    if left.is_ok_and(|word| word == "enabled-runtime") {
+    if left.is_ok_and(|word| word == contract_words::ENABLED_RUNTIME) {
         unit_files::disable(dbus, unit, true, timeout)?;
     }
     Ok(())

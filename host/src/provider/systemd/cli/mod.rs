@@ -124,7 +124,7 @@ impl Cli {
             let left = self
                 .is_enabled(name, time)
                 .and_then(|o| read_is_enabled(name, &o));
-            if left.map(|w: Word| w.word) == Ok("enabled-runtime") {
+            if left.map(|w: Word| w.word) == Ok(contract_words::ENABLED_RUNTIME) {
                 self.systemctl.change(
                     &[
                         "disable",
