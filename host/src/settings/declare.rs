@@ -112,18 +112,29 @@ macro_rules! settings {
                 /// default, checked; an error names where the bad value came from.
                 pub fn resolve(
                     &self,
-                    file: &$crate::settings::file::ConfigFile,
+                    file: &impl $crate::settings::value::Lookup,
                 ) -> anyhow::Result<$values> {
                     let mut settings = Self::SETTINGS.iter();
                     Ok($values {$(
-                        $field: <$kind as $crate::settings::value::Value>::resolve(
-                            settings.next().expect("one description per field"),
-                            &self.$field,
-                            file,
+                        $field: <$kind as $crate::settings::value::Value>::parse(
+                            $crate::settings::value::Given {
+                                setting: settings.next().expect("one description per field"),
+                                flags: &self.$field,
+                                file: file.lookup($key),
+                            },
                         )?,
                     )*})
                 }
             }
+
+            $(
+                // A single value needs a default: said when this compiles.
+                const _: () = assert!(
+                    !<$kind as $crate::settings::value::Value>::NEEDS_DEFAULT
+                        || ($default as Option<&str>).is_some(),
+                    concat!("--", $flag, " takes one value and needs a default"),
+                );
+            )*
         )*
     };
 }

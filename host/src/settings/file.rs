@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context as _};
 
 use super::options::all_settings;
+use super::value::{Lookup, Source};
 
 /// Where the host looks for its configuration when `--config` is not given.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/policy-host/host.toml";
@@ -113,6 +114,19 @@ impl ConfigFile {
     /// The value of `key` (`limits.memory_mib`), when the file gives one.
     pub fn value(&self, key: &str) -> Option<&toml::Value> {
         self.values.get(key)
+    }
+}
+
+impl Lookup for ConfigFile {
+    fn lookup(&self, key: &'static str) -> Option<(&toml::Value, Source)> {
+        let (value, path) = (self.value(key)?, self.path()?);
+        Some((
+            value,
+            Source::File {
+                path: path.to_owned(),
+                key,
+            },
+        ))
     }
 }
 

@@ -10,7 +10,6 @@ use anyhow::{bail, Context as _};
 use clap::{ArgAction, ValueHint};
 
 use super::declare::Setting;
-use super::file::ConfigFile;
 use crate::provider::UnitAllowlist;
 
 /// The longest duration any setting accepts: one day.
@@ -51,17 +50,37 @@ pub enum Kind {
 }
 
 /// A kind of value: how it is given on the command line, and how it is
-/// read into its typed form (`Out`).
+/// read into its typed form (`Out`). It only parses: which of the command
+/// line, host.toml and the default counts is the declaration's
+/// (`settings!`), which hands it a [`Given`].
 pub trait Value {
     type Out;
     const KIND: Kind;
     /// `Set` for one value (given twice is an error), `Append` for a list.
     const ACTION: ArgAction;
     const HINT: ValueHint = ValueHint::Unknown;
-    /// The value from `given` (the command line's), else from `file`, else
-    /// the setting's default.
-    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile)
-        -> anyhow::Result<Self::Out>;
+    /// Whether a declaration of this kind must have a default (a single
+    /// value does; a list or an optional path does not). Checked when the
+    /// declaration compiles.
+    const NEEDS_DEFAULT: bool = true;
+    /// The value from what was given.
+    fn parse(given: Given<'_>) -> anyhow::Result<Self::Out>;
+}
+
+/// Where host.toml's values are looked up: the declaration asks it for a
+/// setting's key, and it answers with the value and where it came from.
+pub trait Lookup {
+    fn lookup(&self, key: &'static str) -> Option<(&toml::Value, Source)>;
+}
+
+/// What was given for one setting: the command line's values, host.toml's
+/// value, and the declaration (with its default).
+pub struct Given<'a> {
+    pub setting: &'a Setting,
+    /// The command line's values, in order.
+    pub flags: &'a [String],
+    /// host.toml's value, and where it came from.
+    pub file: Option<(&'a toml::Value, Source)>,
 }
 
 /// Where a value came from, as error messages name it.
@@ -122,87 +141,65 @@ impl Raw<'_> {
     }
 }
 
-/// The file's value of `setting`, and where it came from.
-fn in_file<'a>(setting: &Setting, file: &'a ConfigFile) -> Option<(&'a toml::Value, Source)> {
-    let (value, path) = (file.value(setting.key)?, file.path()?);
-    let source = Source::File {
-        path: path.to_owned(),
-        key: setting.key,
-    };
-    Some((value, source))
-}
-
-/// The one value of a single-valued setting and where it came from: the
-/// command line's last, else the file's, else the default.
-fn raw<'a>(setting: &Setting, given: &'a [String], file: &'a ConfigFile) -> (Raw<'a>, Source) {
-    if let Some(value) = given.last() {
-        return (Raw::Text(value), Source::Flag(setting.flag));
+impl<'a> Given<'a> {
+    /// The one value of a single-valued setting and where it came from:
+    /// the command line's last, else the file's, else the default (which
+    /// every single-valued declaration has: `NEEDS_DEFAULT`).
+    fn raw(&self) -> (Raw<'a>, Source) {
+        if let Some(value) = self.flags.last() {
+            return (Raw::Text(value), Source::Flag(self.setting.flag));
+        }
+        if let Some((value, source)) = &self.file {
+            return (Raw::Toml(value), source.clone());
+        }
+        (
+            Raw::Text(self.setting.default.unwrap_or_default()),
+            Source::Default,
+        )
     }
-    if let Some((value, source)) = in_file(setting, file) {
-        return (Raw::Toml(value), source);
+
+    /// A whole number from 1 to `max`, of `unit`s.
+    fn whole(&self, max: u64, unit: &str) -> anyhow::Result<u64> {
+        let (raw, source) = self.raw();
+        match raw.whole() {
+            Some(n) if (1..=max).contains(&n) => Ok(n),
+            _ => bail!(
+                "{source}: expected a whole number of {unit} from 1 to {max}, got {}",
+                raw.describe()
+            ),
+        }
     }
-    let default = setting
-        .default
-        .unwrap_or_else(|| panic!("--{} has no default", setting.flag));
-    (Raw::Text(default), Source::Default)
-}
 
-/// A whole number from 1 to `max`, of `unit`s.
-fn whole(
-    setting: &Setting,
-    given: &[String],
-    file: &ConfigFile,
-    max: u64,
-    unit: &str,
-) -> anyhow::Result<u64> {
-    let (raw, source) = raw(setting, given, file);
-    match raw.whole() {
-        Some(n) if (1..=max).contains(&n) => Ok(n),
-        _ => bail!(
-            "{source}: expected a whole number of {unit} from 1 to {max}, got {}",
-            raw.describe()
-        ),
-    }
-}
-
-/// The strings of a list setting in host.toml, checked to be strings.
-fn file_list(
-    setting: &Setting,
-    file: &ConfigFile,
-    what: &str,
-) -> anyhow::Result<Vec<(String, Source)>> {
-    let Some((value, source)) = in_file(setting, file) else {
-        return Ok(Vec::new());
-    };
-    let items = value
-        .as_array()
-        .with_context(|| format!("{source}: expected a list of {what}, got {value}"))?;
-    items
-        .iter()
-        .map(|item| {
-            let text = item
-                .as_str()
-                .with_context(|| format!("{source}: expected a string, got {item}"))?;
-            Ok((text.to_owned(), source.clone()))
-        })
-        .collect()
-}
-
-/// A list setting as given: the file's items, then the command line's, each
-/// with where it came from.
-fn file_then_flags(
-    setting: &Setting,
-    given: &[String],
-    file: &ConfigFile,
-    what: &str,
-) -> anyhow::Result<Vec<(String, Source)>> {
-    let mut all = file_list(setting, file, what)?;
-    all.extend(
-        given
+    /// The strings of a list setting in host.toml, checked to be strings.
+    fn file_list(&self, what: &str) -> anyhow::Result<Vec<(String, Source)>> {
+        let Some((value, source)) = &self.file else {
+            return Ok(Vec::new());
+        };
+        let items = value
+            .as_array()
+            .with_context(|| format!("{source}: expected a list of {what}, got {value}"))?;
+        items
             .iter()
-            .map(|text| (text.clone(), Source::Flag(setting.flag))),
-    );
-    Ok(all)
+            .map(|item| {
+                let text = item
+                    .as_str()
+                    .with_context(|| format!("{source}: expected a string, got {item}"))?;
+                Ok((text.to_owned(), source.clone()))
+            })
+            .collect()
+    }
+
+    /// A list setting as given: the file's items, then the command line's,
+    /// each with where it came from.
+    fn file_then_flags(&self, what: &str) -> anyhow::Result<Vec<(String, Source)>> {
+        let mut all = self.file_list(what)?;
+        all.extend(
+            self.flags
+                .iter()
+                .map(|text| (text.clone(), Source::Flag(self.setting.flag))),
+        );
+        Ok(all)
+    }
 }
 
 /// Seconds, more than 0 and at most a day.
@@ -212,8 +209,8 @@ impl Value for Seconds {
     type Out = Duration;
     const KIND: Kind = Kind::Seconds;
     const ACTION: ArgAction = ArgAction::Set;
-    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<Duration> {
-        let (raw, source) = raw(setting, given, file);
+    fn parse(given: Given<'_>) -> anyhow::Result<Duration> {
+        let (raw, source) = given.raw();
         match raw.number() {
             Some(s) if s.is_finite() && s > 0.0 && s <= MAX_SECONDS => {
                 Ok(Duration::from_secs_f64(s))
@@ -239,8 +236,8 @@ impl Value for SettleSeconds {
     type Out = Duration;
     const KIND: Kind = Kind::Seconds;
     const ACTION: ArgAction = ArgAction::Set;
-    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<Duration> {
-        let (raw, source) = raw(setting, given, file);
+    fn parse(given: Given<'_>) -> anyhow::Result<Duration> {
+        let (raw, source) = given.raw();
         match raw.number() {
             Some(s) if s.is_finite() && (0.0..=MAX_SETTLE_SECONDS).contains(&s) => {
                 Ok(Duration::from_secs_f64(s))
@@ -260,10 +257,10 @@ impl Value for Mebibytes {
     type Out = usize;
     const KIND: Kind = Kind::Mebibytes;
     const ACTION: ArgAction = ArgAction::Set;
-    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<usize> {
-        let mib = whole(setting, given, file, MAX_MEMORY_MIB, "MiB")?;
+    fn parse(given: Given<'_>) -> anyhow::Result<usize> {
+        let mib = given.whole(MAX_MEMORY_MIB, "MiB")?;
         usize::try_from(mib << 20)
-            .with_context(|| format!("--{}: {mib} MiB does not fit", setting.flag))
+            .with_context(|| format!("--{}: {mib} MiB does not fit", given.setting.flag))
     }
 }
 
@@ -274,9 +271,10 @@ impl Value for Bytes {
     type Out = usize;
     const KIND: Kind = Kind::Bytes;
     const ACTION: ArgAction = ArgAction::Set;
-    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<usize> {
-        let n = whole(setting, given, file, MAX_TEXT_BYTES, "bytes")?;
-        usize::try_from(n).with_context(|| format!("--{}: {n} bytes does not fit", setting.flag))
+    fn parse(given: Given<'_>) -> anyhow::Result<usize> {
+        let n = given.whole(MAX_TEXT_BYTES, "bytes")?;
+        usize::try_from(n)
+            .with_context(|| format!("--{}: {n} bytes does not fit", given.setting.flag))
     }
 }
 
@@ -287,8 +285,8 @@ impl Value for Count {
     type Out = u64;
     const KIND: Kind = Kind::Count;
     const ACTION: ArgAction = ArgAction::Set;
-    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<u64> {
-        whole(setting, given, file, MAX_CALLS, "calls")
+    fn parse(given: Given<'_>) -> anyhow::Result<u64> {
+        given.whole(MAX_CALLS, "calls")
     }
 }
 
@@ -299,8 +297,8 @@ impl Value for Jobs {
     type Out = usize;
     const KIND: Kind = Kind::Count;
     const ACTION: ArgAction = ArgAction::Set;
-    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<usize> {
-        let jobs = whole(setting, given, file, MAX_JOBS, "jobs")?;
+    fn parse(given: Given<'_>) -> anyhow::Result<usize> {
+        let jobs = given.whole(MAX_JOBS, "jobs")?;
         Ok(usize::try_from(jobs).expect("at most 4096"))
     }
 }
@@ -313,8 +311,8 @@ impl Value for AnyPath {
     const KIND: Kind = Kind::Path;
     const ACTION: ArgAction = ArgAction::Set;
     const HINT: ValueHint = ValueHint::AnyPath;
-    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<PathBuf> {
-        let (raw, source) = raw(setting, given, file);
+    fn parse(given: Given<'_>) -> anyhow::Result<PathBuf> {
+        let (raw, source) = given.raw();
         match raw.text() {
             Some(text) if !text.is_empty() => Ok(PathBuf::from(text)),
             _ => bail!("{source}: expected a path, got {}", raw.describe()),
@@ -326,19 +324,16 @@ impl Value for AnyPath {
 pub struct OptionalPath;
 
 impl Value for OptionalPath {
+    const NEEDS_DEFAULT: bool = false;
     type Out = Option<PathBuf>;
     const KIND: Kind = Kind::OptionalPath;
     const ACTION: ArgAction = ArgAction::Set;
     const HINT: ValueHint = ValueHint::AnyPath;
-    fn resolve(
-        setting: &Setting,
-        given: &[String],
-        file: &ConfigFile,
-    ) -> anyhow::Result<Option<PathBuf>> {
-        if let Some(value) = given.last() {
+    fn parse(given: Given<'_>) -> anyhow::Result<Option<PathBuf>> {
+        if let Some(value) = given.flags.last() {
             return Ok(Some(PathBuf::from(value)));
         }
-        match in_file(setting, file) {
+        match given.file {
             Some((value, source)) => match value.as_str() {
                 Some(text) if !text.is_empty() => Ok(Some(PathBuf::from(text))),
                 _ => bail!("{source}: expected a path, got {value}"),
@@ -354,25 +349,27 @@ impl Value for OptionalPath {
 pub struct Patterns;
 
 impl Value for Patterns {
+    const NEEDS_DEFAULT: bool = false;
     type Out = Vec<String>;
     const KIND: Kind = Kind::Patterns;
     const ACTION: ArgAction = ArgAction::Append;
-    fn resolve(
-        setting: &Setting,
-        given: &[String],
-        file: &ConfigFile,
-    ) -> anyhow::Result<Vec<String>> {
-        let from_file: Vec<String> = file_list(setting, file, "strings")?
+    fn parse(given: Given<'_>) -> anyhow::Result<Vec<String>> {
+        let from_file: Vec<String> = given
+            .file_list("strings")?
             .into_iter()
             .map(|(text, _)| text)
             .collect();
-        if let Some((_, source)) = in_file(setting, file) {
+        if let Some((_, source)) = &given.file {
             UnitAllowlist::new(&from_file).with_context(|| source.to_string())?;
         }
-        if !given.is_empty() {
-            UnitAllowlist::new(given).with_context(|| Source::Flag(setting.flag).to_string())?;
+        if !given.flags.is_empty() {
+            UnitAllowlist::new(given.flags)
+                .with_context(|| Source::Flag(given.setting.flag).to_string())?;
         }
-        Ok(from_file.into_iter().chain(given.iter().cloned()).collect())
+        Ok(from_file
+            .into_iter()
+            .chain(given.flags.iter().cloned())
+            .collect())
     }
 }
 
@@ -381,15 +378,12 @@ impl Value for Patterns {
 pub struct Hosts;
 
 impl Value for Hosts {
+    const NEEDS_DEFAULT: bool = false;
     type Out = Vec<String>;
     const KIND: Kind = Kind::Hosts;
     const ACTION: ArgAction = ArgAction::Append;
-    fn resolve(
-        setting: &Setting,
-        given: &[String],
-        file: &ConfigFile,
-    ) -> anyhow::Result<Vec<String>> {
-        let all = file_then_flags(setting, given, file, "host[:port]")?;
+    fn parse(given: Given<'_>) -> anyhow::Result<Vec<String>> {
+        let all = given.file_then_flags("host[:port]")?;
         let mut hosts = Vec::new();
         for (text, source) in all {
             crate::oci::OciRef::parse(&format!("oci://{text}/x"))
@@ -412,17 +406,13 @@ impl Value for Prefixes {
     const KIND: Kind = Kind::Prefixes;
     const ACTION: ArgAction = ArgAction::Append;
     const HINT: ValueHint = ValueHint::DirPath;
-    fn resolve(
-        setting: &Setting,
-        given: &[String],
-        file: &ConfigFile,
-    ) -> anyhow::Result<crate::watch::WatchPaths> {
-        let mut all = file_then_flags(setting, given, file, "directories")?;
+    fn parse(given: Given<'_>) -> anyhow::Result<crate::watch::WatchPaths> {
+        let mut all = given.file_then_flags("directories")?;
         if all.is_empty() {
-            let default = setting
+            all = given
+                .setting
                 .default
-                .unwrap_or_else(|| panic!("--{} has no default", setting.flag));
-            all = default
+                .unwrap_or_default()
                 .split(',')
                 .map(|d| (d.to_owned(), Source::Default))
                 .collect();
@@ -451,8 +441,8 @@ impl<W: Words> Value for Choice<W> {
     type Out = W;
     const KIND: Kind = Kind::Choice(W::WORDS);
     const ACTION: ArgAction = ArgAction::Set;
-    fn resolve(setting: &Setting, given: &[String], file: &ConfigFile) -> anyhow::Result<W> {
-        let (raw, source) = raw(setting, given, file);
+    fn parse(given: Given<'_>) -> anyhow::Result<W> {
+        let (raw, source) = given.raw();
         match raw.text().and_then(W::from_word) {
             Some(meaning) => Ok(meaning),
             None => bail!(
