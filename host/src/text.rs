@@ -121,6 +121,12 @@ impl Untrusted {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Its lines, each shown as [`Display`](std::fmt::Display) shows the
+    /// whole: for text that is several lines (a policy's log).
+    pub fn lines(&self) -> impl Iterator<Item = Cow<'_, str>> {
+        lines(&self.0)
+    }
 }
 
 impl PartialEq<&str> for Untrusted {

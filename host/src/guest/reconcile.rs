@@ -39,6 +39,9 @@ impl HostRecord {
             let (Call::Guest(operation), Some(service)) = (call.operation, &call.service) else {
                 continue;
             };
+            // The raw name keys the record; messages made of it are
+            // escaped when shown, as every event's errors are.
+            let service = service.as_raw();
             if !call.outcome.is_ok() {
                 // A unit a later status found gone (a transient unit after
                 // its stop) has no last state any more.
@@ -50,26 +53,30 @@ impl HostRecord {
                 if operation.is_mutating() && call.outcome != Outcome::Failed(ErrorKind::Denied) {
                     record
                         .failed
-                        .entry(service.clone())
+                        .entry(service.to_owned())
                         .or_default()
                         .push(FailedCall {
                             operation,
-                            error: call.error.clone().unwrap_or_default(),
+                            error: call
+                                .error
+                                .as_ref()
+                                .map(|e| e.as_raw().to_owned())
+                                .unwrap_or_default(),
                             journal: call.journal.clone(),
                         });
                 }
                 continue;
             }
             if let Some(state) = call.state {
-                record.last_state.insert(service.clone(), state);
+                record.last_state.insert(service.to_owned(), state);
             }
             if operation.is_mutating() {
                 if !record.executed.contains_key(service) {
-                    record.order.push(service.clone());
+                    record.order.push(service.to_owned());
                 }
                 record
                     .executed
-                    .entry(service.clone())
+                    .entry(service.to_owned())
                     .or_default()
                     .push(operation);
             }

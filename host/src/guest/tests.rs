@@ -9,7 +9,7 @@ use crate::provider::{Call, Outcome};
 fn call(operation: Operation, service: &str, state: Option<(bool, bool)>) -> CallRecord {
     CallRecord {
         operation: Call::Guest(operation),
-        service: Some(service.to_owned()),
+        service: Some(Untrusted::new(service)),
         outcome: Outcome::Ok,
         error: None,
         state: state.map(|(running, enabled)| UnitState { running, enabled }),
@@ -99,7 +99,9 @@ fn claimed_actions_that_never_ran_fail_the_resource() {
 fn a_start_that_did_not_stay_up_fails_its_resource_whatever_the_policy_says() {
     let mut start = call(Operation::Start, "web", None);
     start.outcome = Outcome::Failed(ErrorKind::CommandFailed);
-    start.error = Some("web.service did not stay up: 1s after its job ended it is failed".into());
+    start.error = Some(Untrusted::new(
+        "web.service did not stay up: 1s after its job ended it is failed",
+    ));
     start.journal = vec![Untrusted::new("boom")];
     let calls = [start, call(Operation::Status, "web", Some((false, false)))];
     for claimed in [vec![Action::Started], vec![]] {

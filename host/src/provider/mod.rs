@@ -121,11 +121,14 @@ impl Serialize for Call {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallRecord {
     pub operation: Call,
-    /// The name as the guest sent it (checked or not); `None` for daemon-reload.
-    pub service: Option<String>,
+    /// The name as the guest sent it (checked or not: shown escaped);
+    /// `None` for daemon-reload.
+    pub service: Option<crate::text::Untrusted>,
     /// `ok` or the error kind (`invalid-name`, `command-failed`, ...).
     pub outcome: Outcome,
-    pub error: Option<String>,
+    /// The error's message: the host's words, with systemd's and the
+    /// guest's in them (shown escaped).
+    pub error: Option<crate::text::Untrusted>,
     /// What a successful `status` answered: the host's own record of the
     /// unit's state, which reports believe over a guest's account.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::text::{lines, one_line, truncate, Untrusted};
+use crate::text::{one_line, truncate, Untrusted};
 
 use super::{Report, RunReport, Summary};
 use crate::guest::{Done, ResourceEvent};
@@ -253,9 +253,9 @@ fn render_problems(out: &mut String, run: &RunReport, quiet: bool, style: Style)
             ))
         );
     }
-    if !run.log.trim().is_empty() && (!quiet || !run.summary.success) {
+    if !run.log.as_raw().trim().is_empty() && (!quiet || !run.summary.success) {
         let _ = writeln!(out, "policy log:");
-        for line in lines(&run.log) {
+        for line in run.log.lines() {
             let _ = writeln!(out, "  | {line}");
         }
     }
@@ -264,10 +264,14 @@ fn render_problems(out: &mut String, run: &RunReport, quiet: bool, style: Style)
 /// Every provider call, with its duration (`-v`).
 fn render_calls(out: &mut String, run: &RunReport, width: usize, style: Style) {
     for call in &run.calls {
-        let service = one_line(call.service.as_deref().unwrap_or(""));
+        let service = call
+            .service
+            .as_ref()
+            .map(Untrusted::to_string)
+            .unwrap_or_default();
         let outcome = match &call.error {
             None => style.green("ok"),
-            Some(e) => style.red(&format!("{}: {}", call.outcome, one_line(e))),
+            Some(e) => style.red(&format!("{}: {e}", call.outcome)),
         };
         let ms = call.duration.as_secs_f64() * 1000.0;
         let _ = writeln!(

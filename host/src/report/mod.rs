@@ -134,7 +134,7 @@ pub struct RunReport {
     /// Why the policy did not finish: a limit, a trap (panic, stack overflow).
     pub failure: Option<RunFailure>,
     pub calls: Vec<CallRecord>,
-    pub log: String,
+    pub log: Untrusted,
     pub summary: Summary,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<Interruption>,
@@ -188,7 +188,7 @@ impl RunReport {
             errors,
             failure,
             calls: record.calls,
-            log: record.log,
+            log: Untrusted::new(record.log),
             summary,
             interrupted: None,
         }

@@ -10,6 +10,7 @@ use crate::contract::{JobOutcome, Operation, Progress, ProviderError};
 use crate::provider::backend::{Applied, Backend, Change, JobId, JobResult};
 use crate::provider::{job_result, Call, Outcome};
 use crate::service_name::CheckedName;
+use crate::text::Untrusted;
 
 /// The longest a wait for jobs goes without looking at the clock and at
 /// the interruption again.
@@ -116,7 +117,7 @@ impl<B: Backend> Guarded<B> {
         );
         if let Some(call) = self.calls.get_mut(job.record) {
             call.outcome = result.as_ref().err().map_or(Outcome::Ok, Outcome::of);
-            call.error = result.as_ref().err().map(|e| e.message().to_owned());
+            call.error = result.as_ref().err().map(|e| Untrusted::new(e.message()));
             call.journal = journal;
             call.duration = job.submitted.elapsed();
         }

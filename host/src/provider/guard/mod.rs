@@ -48,6 +48,7 @@ use super::liveness::Liveness;
 use super::{Call, CallRecord, Outcome, Provider, UnitAllowlist, UnitState};
 use crate::contract::{JobOutcome, Operation, Progress, ProviderError, ServiceStatus};
 use crate::service_name::{quote, CheckedName};
+use crate::text::Untrusted;
 
 /// The guard's settings for one run.
 #[derive(Debug, Clone)]
@@ -241,14 +242,14 @@ impl<B: Backend> Guarded<B> {
         self.calls.push(CallRecord {
             operation,
             service: service.map(|s| {
-                if CheckedName::check(s).is_ok() {
+                Untrusted::new(if CheckedName::check(s).is_ok() {
                     s.to_owned()
                 } else {
                     quote(s)
-                }
+                })
             }),
             outcome: error.map_or(Outcome::Ok, Outcome::of),
-            error: error.map(|e| e.message().to_owned()),
+            error: error.map(|e| Untrusted::new(e.message())),
             state: None,
             journal: Vec::new(),
             duration: started.elapsed(),

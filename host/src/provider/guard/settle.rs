@@ -67,7 +67,7 @@ impl<B: Backend> Guarded<B> {
         let error = ProviderError::CommandFailed(why);
         if let Some(call) = self.calls.get_mut(window.record) {
             call.outcome = Outcome::of(&error);
-            call.error = Some(error.message().to_owned());
+            call.error = Some(Untrusted::new(error.message()));
             call.journal = journal;
         }
         self.ended.insert(
