@@ -237,24 +237,50 @@ pub struct TestKey {
 /// under the target directory (so a sandbox sharing it can read the public key).
 pub fn test_key() -> TestKey {
     static KEY: OnceLock<TestKey> = OnceLock::new();
-    KEY.get_or_init(|| {
-        let dir = process_dir().join("key");
-        let output = Command::new(host_binary())
-            .args(["keygen", "--unencrypted", "--out"])
-            .arg(&dir)
-            .output()
-            .expect("run host keygen");
-        assert!(
-            output.status.success(),
-            "host keygen failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        TestKey {
-            public_key: dir.join("policy-host.pub"),
-            secret_key: dir.join("policy-host.key"),
-        }
-    })
-    .clone()
+    KEY.get_or_init(|| keygen(&process_dir().join("key")))
+        .clone()
+}
+
+/// The `host` binary as a command, for the subcommands a test runs by hand
+/// (`keygen`, `sign`, `push`, `verify`, ...); `host run` goes through
+/// [`HostRun`](crate::host_run::HostRun).
+pub fn host_command() -> Command {
+    Command::new(host_binary())
+}
+
+/// `host keygen --unencrypted --out DIR`, which must succeed.
+pub fn keygen(dir: &Path) -> TestKey {
+    let output = host_command()
+        .args(["keygen", "--unencrypted", "--out"])
+        .arg(dir)
+        .output()
+        .expect("run host keygen");
+    assert!(
+        output.status.success(),
+        "host keygen failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    TestKey {
+        public_key: dir.join("policy-host.pub"),
+        secret_key: dir.join("policy-host.key"),
+    }
+}
+
+/// `host sign FILE --key KEY`, which must succeed.
+pub fn sign_with(file: &Path, key: &Path) {
+    let output = host_command()
+        .arg("sign")
+        .arg(file)
+        .arg("--key")
+        .arg(key)
+        .output()
+        .expect("run host sign");
+    assert!(
+        output.status.success(),
+        "host sign {} failed: {}",
+        file.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// `["--trusted-key", PUB]` for the test key: what every `host run` of a
@@ -315,19 +341,7 @@ pub fn signed_policy(package: &str) -> PathBuf {
 /// Signs any file with [`test_key`] (`host sign`), writing `FILE.minisig`:
 /// for tests of what the host does with signed but unsuitable files.
 pub fn sign_file(path: &Path) {
-    let output = Command::new(host_binary())
-        .arg("sign")
-        .arg(path)
-        .arg("--key")
-        .arg(test_key().secret_key)
-        .output()
-        .expect("run host sign");
-    assert!(
-        output.status.success(),
-        "host sign {} failed: {}",
-        path.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    sign_with(path, &test_key().secret_key);
 }
 
 /// `target/e2e/<pid>`: files of this test process, removed at the start of a

@@ -120,6 +120,22 @@ impl FakeSystemctl {
         self.state_dir().join("units").join(unit_name(name))
     }
 
+    /// A machine where the example policy's three units are as it has not
+    /// converged them yet: httpd and metrics-agent stopped and disabled,
+    /// legacy-ftpd running and enabled.
+    pub fn example_units() -> Self {
+        let fake = Self::new();
+        fake.example_units_unconverged();
+        fake
+    }
+
+    /// Sets the example policy's three units back to unconverged.
+    pub fn example_units_unconverged(&self) -> &Self {
+        self.unit("httpd", "inactive", "disabled")
+            .unit("legacy-ftpd", "active", "enabled")
+            .unit("metrics-agent", "inactive", "disabled")
+    }
+
     /// Adds (or replaces) a unit with the given `is-active` word (`active`,
     /// `inactive`, `failed`, ...) and `is-enabled` word (`enabled`,
     /// `disabled`, `masked`, `static`, ...). Units not added are missing.

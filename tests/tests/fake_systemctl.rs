@@ -14,10 +14,9 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use policy_host_e2e::build::{host_binary, policy_wasm, run_args, sign_file, signed_policy};
+use policy_host_e2e::build::{host_command, policy_wasm, run_args, sign_file, signed_policy};
 use policy_host_e2e::fake_systemctl::{show, temp_dir, FakeSystemctl};
 use policy_host_e2e::outcome::{assert_contains, assert_shapes, json_calls, resource, run, Run};
 use serde_json::Value;
@@ -78,15 +77,6 @@ fn assert_any_contains(items: &[String], needle: &str) {
     );
 }
 
-/// The example policy's units on a machine it has not converged yet.
-fn fresh_web_host() -> FakeSystemctl {
-    let fake = FakeSystemctl::new();
-    fake.unit("httpd", "inactive", "disabled")
-        .unit("legacy-ftpd", "active", "enabled")
-        .unit("metrics-agent", "inactive", "disabled");
-    fake
-}
-
 fn status_calls(name: &str) -> Vec<String> {
     vec![
         format!("is-active --system -- {name}"),
@@ -98,7 +88,7 @@ fn status_calls(name: &str) -> Vec<String> {
 
 #[test]
 fn converges_the_example_policy_in_order() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host(&fake, &example(), &["--json"]);
     r.assert_exit(0);
     assert_shapes(&fake);
@@ -223,7 +213,7 @@ fn converges_the_example_policy_in_order() {
 
 #[test]
 fn detailed_exitcodes_distinguish_changes_and_failures() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     host(&fake, &example(), &["--detailed-exitcodes"]).assert_exit(2);
     host(&fake, &example(), &["--detailed-exitcodes"]).assert_exit(0);
 
@@ -250,7 +240,7 @@ fn detailed_exitcodes_distinguish_changes_and_failures() {
 
 #[test]
 fn refresh_restarts_a_running_subscriber() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     host(&fake, &example(), &[]).assert_exit(0);
     fake.clear_calls();
 
@@ -276,7 +266,7 @@ fn refresh_restarts_a_running_subscriber() {
 /// The two phases); the other validation rules are tested natively.
 #[test]
 fn invalid_refresh_reference_is_rejected() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host(&fake, &example(), &["--refresh", "no-hash-here", "--json"]);
     r.assert_exit(1);
     assert_eq!(fake.calls(), Vec::<String>::new(), "nothing may run");
@@ -444,7 +434,7 @@ fn raw_calls_fixture_reaches_systemctl_with_a_valid_name() {
 
 #[test]
 fn systemctl_runs_with_a_clean_environment() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let mut cmd = fake.host_command();
     cmd.env("SECRET", "1")
         .env("LD_PRELOAD", "")
@@ -464,9 +454,9 @@ fn systemctl_runs_with_a_clean_environment() {
 
 #[test]
 fn no_systemctl_on_path_is_unavailable() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let empty = temp_dir("empty-path");
-    let mut cmd = Command::new(host_binary());
+    let mut cmd = host_command();
     cmd.env("PATH", &empty)
         .arg("run")
         .arg(example())
@@ -499,7 +489,7 @@ fn assert_rejected(fake: &FakeSystemctl, r: &Run, mention: &str) {
 
 #[test]
 fn missing_policy_file_is_rejected() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let missing = fake.root().join("nosuch.wasm");
     let r = host(&fake, &missing, &["--json"]);
     assert_rejected(&fake, &r, "nosuch.wasm");
@@ -507,7 +497,7 @@ fn missing_policy_file_is_rejected() {
 
 #[test]
 fn text_file_as_policy_is_rejected() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let path = settings(&fake, "policy.wasm", "- service:\n    - web: {}\n");
     sign_file(&path);
     let r = host(&fake, &path, &["--json"]);
@@ -516,7 +506,7 @@ fn text_file_as_policy_is_rejected() {
 
 #[test]
 fn core_wasm_module_is_rejected() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let path = fake.root().join("core.wasm");
     fs::write(&path, b"\0asm\x01\0\0\0").unwrap();
     sign_file(&path);
@@ -531,7 +521,7 @@ fn core_wasm_module_is_rejected() {
 
 #[test]
 fn missing_settings_file_is_rejected() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let missing = fake.root().join("nosuch.yaml");
     let r = host(
         &fake,
@@ -568,7 +558,7 @@ fn manifest_yaml_error_names_the_line() {
 
 #[test]
 fn human_output_has_one_line_per_resource() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host(&fake, &example(), &[]);
     r.assert_exit(0);
     for name in [
@@ -594,7 +584,7 @@ fn human_output_has_one_line_per_resource() {
 
 #[test]
 fn component_of_another_world_is_rejected() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     // The fixture's `other-world` binary is a wasi:cli/command component.
     let built = policy_wasm("raw-calls-fixture").with_file_name("other-world.wasm");
     assert!(built.is_file(), "{} was not built", built.display());
@@ -611,7 +601,7 @@ fn component_of_another_world_is_rejected() {
 
 #[test]
 fn non_executable_systemctl_earlier_on_path_is_skipped() {
-    let fake = fresh_web_host();
+    let fake = FakeSystemctl::example_units();
     let decoys = temp_dir("decoy-path");
     fs::write(decoys.join("systemctl"), "#!/bin/sh\nexit 0\n").unwrap(); // mode 644
     let dir_decoys = temp_dir("decoy-dir");
@@ -621,7 +611,7 @@ fn non_executable_systemctl_earlier_on_path_is_skipped() {
     path.push(&dir_decoys);
     path.push(":");
     path.push(fake.path_env());
-    let mut cmd = Command::new(host_binary());
+    let mut cmd = host_command();
     cmd.env("PATH", path)
         .arg("run")
         .arg(example())
@@ -638,8 +628,8 @@ fn non_executable_systemctl_earlier_on_path_is_skipped() {
 fn relative_path_entries_are_not_searched() {
     // `PATH=bin` run from the fake's directory would find bin/systemctl; a
     // relative entry depends on the working directory, so the host skips it.
-    let fake = fresh_web_host();
-    let mut cmd = Command::new(host_binary());
+    let fake = FakeSystemctl::example_units();
+    let mut cmd = host_command();
     cmd.current_dir(fake.root())
         .env("PATH", "bin")
         .arg("run")

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use policy_host_e2e::build::{host_binary, policy_wasm, sign_file, trust_args};
+use policy_host_e2e::build::{self, host_command, policy_wasm, sign_file, trust_args};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{run, Run};
 use policy_host_e2e::registry::{Certificate, Options, TestRegistry};
@@ -69,7 +69,7 @@ impl Machine {
     }
 
     fn push_with(&self, file: &Path, reference: &str, args: &[&str]) -> Run {
-        let mut cmd = Command::new(host_binary());
+        let mut cmd = host_command();
         cmd.arg("push")
             .arg(file)
             .arg(reference)
@@ -316,23 +316,11 @@ fn unsigned_tampered_untrusted_misnamed_and_two_layer_artifacts_are_refused() {
 
     // Signed by a key the machine does not trust.
     let other = m.path("other-key");
-    let out = Command::new(host_binary())
-        .args(["keygen", "--unencrypted", "--out"])
-        .arg(&other)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let other_key = build::keygen(&other);
     let untrusted = m.path("untrusted/web.wasm");
     fs::create_dir_all(untrusted.parent().unwrap()).unwrap();
     fs::copy(policy_wasm("manifest-policy"), &untrusted).unwrap();
-    let out = Command::new(host_binary())
-        .arg("sign")
-        .arg(&untrusted)
-        .arg("--key")
-        .arg(other.join("policy-host.key"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    build::sign_with(&untrusted, &other_key.secret_key);
     m.pushed(&untrusted, &registry.reference("policies/untrusted/web:1"));
     let r = m.run_refs(
         &registry.reference("policies/untrusted/web:1"),
@@ -485,7 +473,7 @@ fn tls_with_a_private_ca_and_htpasswd_login() {
     let home = m.path("home");
     fs::create_dir_all(&home).unwrap();
     let r = {
-        let mut cmd = Command::new(host_binary());
+        let mut cmd = host_command();
         cmd.env("HOME", &home)
             .env_remove("DOCKER_CONFIG")
             .arg("push")
@@ -514,7 +502,7 @@ fn tls_with_a_private_ca_and_htpasswd_login() {
 
     let docker = registry.docker_config();
     let push = |file: &Path, reference: &str| {
-        let mut cmd = Command::new(host_binary());
+        let mut cmd = host_command();
         cmd.env("DOCKER_CONFIG", &docker)
             .arg("push")
             .arg(file)
@@ -575,7 +563,7 @@ fn tls_with_a_private_ca_and_htpasswd_login() {
     run(cmd).assert_exit(0);
     assert_eq!(m.fake.mutating_calls(), ["start --system -- web"]);
     for command in ["verify", "push"] {
-        let mut cmd = Command::new(host_binary());
+        let mut cmd = host_command();
         cmd.env("HOME", &home)
             .env_remove("DOCKER_CONFIG")
             .arg(command);
@@ -626,7 +614,7 @@ fn verify_inspect_and_push_take_references_and_digest_pins() {
     let m = Machine::new(&registry);
     let (policy_ref, settings_ref, pinned) = m.publish_web(&registry);
     let host = |args: &[&std::ffi::OsStr]| {
-        let mut cmd = Command::new(host_binary());
+        let mut cmd = host_command();
         cmd.args(args).args(trust_args()).args(&m.registry_args);
         run(cmd)
     };
@@ -892,7 +880,7 @@ fn a_plain_http_registry_reached_as_https_names_insecure_registries() {
         ),
     );
     assert!(!r.stderr.contains("InvalidContentType"), "{}", r.stderr);
-    let mut cmd = Command::new(host_binary());
+    let mut cmd = host_command();
     cmd.arg("push").arg(m.path("web.wasm")).arg(&policy_ref);
     let r = run(cmd);
     assert_eq!(r.code, Some(1));

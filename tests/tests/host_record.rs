@@ -131,9 +131,7 @@ fn a_policy_that_fails_before_applying_anything_says_so_and_is_counted() {
     assert!(!human.stdout.contains("0 resources"), "{}", human.stdout);
     // With a policy that converges beside it, the combined line counts it.
     let example = signed_policy("example-policy");
-    fake.unit("httpd", "inactive", "disabled")
-        .unit("legacy-ftpd", "active", "enabled")
-        .unit("metrics-agent", "inactive", "disabled");
+    fake.example_units_unconverged();
     let both = fake
         .host_run()
         .policy(&example)

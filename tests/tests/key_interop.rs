@@ -12,7 +12,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use policy_host_e2e::build::{host_binary, minisign_command};
+use policy_host_e2e::build::{host_command, minisign_command};
 use policy_host_e2e::outcome::text;
 use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::scratch::Scratch;
@@ -120,7 +120,7 @@ fn minisign_sign(mut minisign: Command, secret: &Path, policy: &Path, stdin: &st
 /// `host keygen --out DIR`, with `--password-file` or `--unencrypted`;
 /// returns (public, secret).
 fn host_keygen(dir: &Path, password_file: Option<&Path>) -> (PathBuf, PathBuf) {
-    let mut cmd = Command::new(host_binary());
+    let mut cmd = host_command();
     cmd.args(["keygen", "--out"]).arg(dir);
     match password_file {
         Some(file) => cmd.arg("--password-file").arg(file),
@@ -132,7 +132,7 @@ fn host_keygen(dir: &Path, password_file: Option<&Path>) -> (PathBuf, PathBuf) {
 
 /// `host sign POLICY --key SECRET [--password-file FILE]`, with no terminal.
 fn host_sign(policy: &Path, secret: &Path, password_file: Option<&Path>) -> Output {
-    let mut cmd = Command::new(host_binary());
+    let mut cmd = host_command();
     cmd.arg("sign").arg(policy).arg("--key").arg(secret);
     if let Some(file) = password_file {
         cmd.arg("--password-file").arg(file);
@@ -161,7 +161,7 @@ fn assert_both_verify(minisign: Command, policy: &Path, public: &Path) {
         "{said}"
     );
 
-    let mut cmd = Command::new(host_binary());
+    let mut cmd = host_command();
     cmd.arg("verify")
         .arg(policy)
         .arg("--trusted-key")

@@ -27,7 +27,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use policy_host_e2e::build::{
-    host_binary, isolation_args, policy_wasm, signed_policy, test_key, trust_args,
+    host_command, isolation_args, policy_wasm, signed_policy, test_key, trust_args,
 };
 use policy_host_e2e::executable::write_executable;
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
@@ -213,16 +213,6 @@ fn assert_victim_unchanged(victim: &Path) {
     assert_eq!(meta.uid(), 0, "victim's owner changed");
 }
 
-/// The example policy's three units, away from their desired state: a run
-/// that goes on changes all three.
-fn web_host() -> FakeSystemctl {
-    let fake = FakeSystemctl::new();
-    fake.unit("httpd", "inactive", "disabled")
-        .unit("legacy-ftpd", "active", "enabled")
-        .unit("metrics-agent", "inactive", "disabled");
-    fake
-}
-
 /// `host run POLICY --json`, trusting `trust` (the test key when empty),
 /// with this test process's isolation settings (lock, cache, ...) except the
 /// flags in `args`, which replace them; the fake first on PATH.
@@ -305,7 +295,7 @@ fn a_user_cannot_hold_the_lock_in_its_private_directory() {
     // Like /run/policy-host on a machine where no run has happened yet.
     let dir = s.join("policy-host");
     let lock = dir.join("lock");
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let first = host_run(
         &fake,
         &signed_policy("example-policy"),
@@ -344,7 +334,7 @@ fn a_user_cannot_hold_the_lock_in_its_private_directory() {
     assert_contains(&said, "Permission denied");
 
     // And the next run is not blocked: --no-wait would fail at once.
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let second = host_run(
         &fake,
         &signed_policy("example-policy"),
@@ -382,7 +372,7 @@ fn a_lock_directory_others_can_write_is_refused_not_waited_on() {
     while !lock.exists() && started.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(
         &fake,
         &signed_policy("example-policy"),
@@ -420,7 +410,7 @@ fn a_symlink_planted_at_the_lock_path_is_refused_and_the_victim_is_unchanged() {
     let shared = s.dir("lock", 0o1777);
     let lock = shared.join("policy-host.lock");
     attacker.sh(r#"ln -s "$1" "$2""#, &[&victim, &lock]);
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(
         &fake,
         &policy,
@@ -435,7 +425,7 @@ fn a_symlink_planted_at_the_lock_path_is_refused_and_the_victim_is_unchanged() {
     attacker.owns(&hers);
     let lock = hers.join("lock");
     attacker.sh(r#"ln -s "$1" "$2""#, &[&victim, &lock]);
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(
         &fake,
         &policy,
@@ -456,7 +446,7 @@ fn a_symlink_planted_at_the_lock_path_is_refused_and_the_victim_is_unchanged() {
     let roots = s.dir("roots", 0o700);
     let lock = roots.join("lock");
     symlink(&victim, &lock).unwrap();
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(
         &fake,
         &policy,
@@ -492,7 +482,7 @@ fn symlinks_planted_for_the_metrics_and_report_files_are_never_followed() {
         &[&victim, &metrics, &report],
     );
 
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let mut cmd = fake.host_command();
     cmd.arg("run")
         .arg(signed_policy("example-policy"))
@@ -551,13 +541,8 @@ fn symlinks_planted_for_the_metrics_and_report_files_are_never_followed() {
 
 /// `host keygen --unencrypted --out DIR`: (public, secret).
 fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
-    let out = Command::new(host_binary())
-        .args(["keygen", "--unencrypted", "--out"])
-        .arg(dir)
-        .output()
-        .expect("run host keygen");
-    assert!(out.status.success(), "keygen: {}", text(&out.stderr));
-    (dir.join("policy-host.pub"), dir.join("policy-host.key"))
+    let key = policy_host_e2e::build::keygen(dir);
+    (key.public_key, key.secret_key)
 }
 
 /// The example policy, copied into `dir` and signed there with `secret`.
@@ -565,14 +550,7 @@ fn policy_signed_with(dir: &Path, secret: &Path) -> PathBuf {
     let built = policy_wasm("example-policy");
     let policy = dir.join(built.file_name().unwrap());
     fs::copy(&built, &policy).unwrap();
-    let out = Command::new(host_binary())
-        .arg("sign")
-        .arg(&policy)
-        .arg("--key")
-        .arg(secret)
-        .output()
-        .expect("run host sign");
-    assert!(out.status.success(), "sign: {}", text(&out.stderr));
+    policy_host_e2e::build::sign_with(&policy, secret);
     policy
 }
 
@@ -599,7 +577,7 @@ fn trusted_keys_anyone_else_can_change_are_refused() {
     chmod(&keys, 0o775);
     attacker.sh(r#"cp "$1" "$2""#, &[&her_public, &keys.join("evil.pub")]);
     let dir_trust = vec![OsString::from("--trusted-keys-dir"), keys.clone().into()];
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(&fake, &evil, &dir_trust, &[]);
     assert_refused(
         &fake,
@@ -613,7 +591,7 @@ fn trusted_keys_anyone_else_can_change_are_refused() {
         ],
     );
     // The legitimate policy is refused too: the directory cannot be trusted.
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(&fake, &signed_policy("example-policy"), &dir_trust, &[]);
     assert_refused(&fake, &r, &["refusing the trusted-keys directory"]);
 
@@ -621,13 +599,13 @@ fn trusted_keys_anyone_else_can_change_are_refused() {
     fs::remove_file(keys.join("evil.pub")).unwrap();
     chmod(&keys, 0o755);
     std::os::unix::fs::chown(&keys, Some(0), Some(0)).unwrap();
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(&fake, &signed_policy("example-policy"), &dir_trust, &[]);
     assert_converged(&fake, &r);
     let ops = keys.join("ops.pub");
     std::os::unix::fs::chown(&ops, Some(0), Some(attacker.gid)).unwrap();
     chmod(&ops, 0o664);
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(&fake, &signed_policy("example-policy"), &dir_trust, &[]);
     assert_refused(
         &fake,
@@ -639,14 +617,14 @@ fn trusted_keys_anyone_else_can_change_are_refused() {
     );
     // Named with --trusted-key, the same.
     let file_trust = vec![OsString::from("--trusted-key"), ops.clone().into()];
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(&fake, &signed_policy("example-policy"), &file_trust, &[]);
     assert_refused(&fake, &r, &["refusing the trusted key file", "(mode 664)"]);
 
     // A key file that is hers, and a directory on the way that is hers.
     chmod(&ops, 0o644);
     attacker.owns(&ops);
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(&fake, &signed_policy("example-policy"), &file_trust, &[]);
     assert_refused(
         &fake,
@@ -663,7 +641,7 @@ fn trusted_keys_anyone_else_can_change_are_refused() {
     chmod(&inner, 0o755);
     fs::copy(test_key().public_key, inner.join("ops.pub")).unwrap();
     chmod(&inner.join("ops.pub"), 0o644);
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(
         &fake,
         &signed_policy("example-policy"),
@@ -697,7 +675,7 @@ fn a_symlinked_cache_dir_is_not_used_and_its_target_keeps_its_mode() {
     let cache = var_tmp.join("policy-host-cache");
     attacker.sh(r#"ln -s "$1" "$2""#, &[&target, &cache]);
 
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(
         &fake,
         &signed_policy("example-policy"),
@@ -725,7 +703,7 @@ fn a_symlinked_cache_dir_is_not_used_and_its_target_keeps_its_mode() {
     // A real directory of hers is not used either (and not changed).
     let hers = var_tmp.join("hers");
     attacker.sh(r#"mkdir -m 700 "$1""#, &[&hers]);
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let r = host_run(
         &fake,
         &signed_policy("example-policy"),
@@ -767,7 +745,7 @@ fn run_with_systemctl(script: &str) -> (Run, Value) {
     let mut path = bin.into_os_string();
     path.push(":/usr/sbin:/usr/bin:/sbin:/bin");
     // Build everything first: the clock below times the run alone.
-    let mut command = Command::new(host_binary());
+    let mut command = host_command();
     command
         .env("PATH", path)
         .arg("run")

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use policy_host_e2e::build::{host_binary, run_args, signed_policy};
+use policy_host_e2e::build::{host_binary, host_command, run_args, signed_policy};
 use policy_host_e2e::outcome::text;
 use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
@@ -39,7 +39,7 @@ fn host(args: &[&std::ffi::OsStr]) -> Output {
         .arg(host_binary());
         cmd
     } else {
-        Command::new(host_binary())
+        host_command()
     };
     cmd.args(args);
     cmd.output().expect("run host")

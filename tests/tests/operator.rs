@@ -7,20 +7,13 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use policy_host_e2e::build::{
-    host_binary, policy_wasm, run_args, sign_file, signed_policy, test_key, trust_args,
+    host_binary, host_command, policy_wasm, run_args, sign_file, signed_policy, test_key,
+    trust_args,
 };
 use policy_host_e2e::fake_systemctl::{temp_dir, FakeSystemctl};
 use policy_host_e2e::outcome::text;
 use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
-
-fn web_host() -> FakeSystemctl {
-    let fake = FakeSystemctl::new();
-    fake.unit("httpd", "inactive", "disabled")
-        .unit("legacy-ftpd", "active", "enabled")
-        .unit("metrics-agent", "inactive", "disabled");
-    fake
-}
 
 fn host_run(fake: &FakeSystemctl, args: &[&std::ffi::OsStr]) -> Output {
     fake.host_run().args(args).output()
@@ -48,7 +41,7 @@ fn the_harness_runs_the_host_cargo_built_for_these_tests() {
 
 #[test]
 fn a_directory_of_policies_runs_in_name_order_and_later_ones_see_earlier_changes() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     fake.unit("web", "active", "enabled");
     let dir = fake.root().join("policies");
     fs::create_dir(&dir).unwrap();
@@ -105,7 +98,7 @@ fn a_directory_of_policies_runs_in_name_order_and_later_ones_see_earlier_changes
 
 #[e2e_test(requires = "promtool")]
 fn report_and_metrics_files_are_written() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let report_file = fake.root().join("reports/last-run.json");
     let metrics_file = fake.root().join("textfile/policy-host.prom");
     let policy = signed_policy("example-policy");
@@ -157,7 +150,7 @@ fn report_and_metrics_files_are_written() {
 
 #[e2e_test(requires = "promtool")]
 fn a_run_that_cannot_happen_still_reports_failure_to_monitoring() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let dir = temp_dir("unsigned-metrics");
     let policy = dir.join("p.wasm");
     fs::copy(policy_wasm("example-policy"), &policy).unwrap();
@@ -187,7 +180,7 @@ fn a_run_that_cannot_happen_still_reports_failure_to_monitoring() {
 
 #[test]
 fn verbose_lists_every_call_and_quiet_prints_only_failures() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let policy = signed_policy("example-policy");
     let out = host_run(&fake, &[policy.as_os_str(), "-v".as_ref()]);
     assert_code(&out, 0);
@@ -205,7 +198,7 @@ fn verbose_lists_every_call_and_quiet_prints_only_failures() {
     }
     assert!(said.contains(" ms  ok"), "{said}");
 
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(&fake, &[policy.as_os_str(), "-q".as_ref()]);
     assert_code(&out, 0);
     assert_eq!(
@@ -214,7 +207,7 @@ fn verbose_lists_every_call_and_quiet_prints_only_failures() {
         "nothing failed, so -q prints nothing"
     );
 
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     fake.fail("start", "httpd", 1, "Job for httpd.service failed.");
     let out = host_run(&fake, &[policy.as_os_str(), "-q".as_ref()]);
     assert_code(&out, 1);
@@ -228,7 +221,7 @@ fn verbose_lists_every_call_and_quiet_prints_only_failures() {
 
 #[test]
 fn human_output_is_one_line_per_resource_and_a_summary() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(&fake, &[signed_policy("example-policy").as_os_str()]);
     assert_code(&out, 0);
     let said = text(&out.stdout);
@@ -277,7 +270,7 @@ fn on_a_terminal(fake: &FakeSystemctl, no_color: bool) -> String {
 
 #[test]
 fn colour_only_on_a_terminal_and_never_with_no_color() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     assert!(
         on_a_terminal(&fake, false).contains("\x1b["),
         "colour on a terminal"
@@ -311,7 +304,7 @@ fn sha256(path: &Path) -> String {
 #[test]
 fn inspect_shows_size_digest_world_imports_exports_and_signer() {
     let policy = signed_policy("example-policy");
-    let mut cmd = Command::new(host_binary());
+    let mut cmd = host_command();
     cmd.arg("inspect")
         .arg(&policy)
         .args(trust_args())
@@ -352,11 +345,7 @@ fn inspect_shows_size_digest_world_imports_exports_and_signer() {
     assert_eq!(info["signature"]["key_id"], key_id.as_str());
 
     let other = policy_wasm("raw-calls-fixture").with_file_name("other-world.wasm");
-    let out = Command::new(host_binary())
-        .arg("inspect")
-        .arg(&other)
-        .output()
-        .unwrap();
+    let out = host_command().arg("inspect").arg(&other).output().unwrap();
     assert_code(&out, 0);
     let said = text(&out.stdout);
     assert!(said.contains("world:     refused:"), "{said}");
@@ -365,7 +354,7 @@ fn inspect_shows_size_digest_world_imports_exports_and_signer() {
 
 #[test]
 fn completions_and_man_page_come_from_the_command_line_definition() {
-    let out = Command::new(host_binary())
+    let out = host_command()
         .args(["completions", "bash"])
         .output()
         .unwrap();
@@ -383,7 +372,7 @@ fn completions_and_man_page_come_from_the_command_line_definition() {
         .unwrap();
     assert!(checked.success(), "the completion script is valid bash");
 
-    let out = Command::new(host_binary()).arg("man").output().unwrap();
+    let out = host_command().arg("man").output().unwrap();
     assert_code(&out, 0);
     let page = text(&out.stdout);
     assert!(
@@ -399,7 +388,7 @@ fn completions_and_man_page_come_from_the_command_line_definition() {
 
 #[test]
 fn json_logs_are_one_object_per_line() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let mut cmd = fake.host_command();
     cmd.args(["--log-format", "json", "--log-level", "info", "run"])
         .arg(signed_policy("example-policy"))
@@ -425,7 +414,7 @@ fn json_logs_are_one_object_per_line() {
 /// not read (systemctl never hears of it), and its line says why.
 #[test]
 fn status_says_when_a_unit_is_outside_the_allowlist() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let status = |extra: &[&str]| {
         let mut cmd = fake.host_command();
         cmd.args(["status", "httpd", "legacy-ftpd", "--provider", "systemctl"])
@@ -463,7 +452,7 @@ fn status_says_when_a_unit_is_outside_the_allowlist() {
 /// hint names `policy-host`, never `host`.
 #[test]
 fn messages_use_the_name_the_binary_was_called_by() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let dir = fake.root().join("bin-renamed");
     fs::create_dir_all(&dir).unwrap();
     let renamed = dir.join("policy-host");
@@ -494,7 +483,7 @@ fn messages_use_the_name_the_binary_was_called_by() {
 /// names, its source, then the units it managed, unquoted.
 #[test]
 fn status_with_no_names_shows_the_last_run_and_its_units() {
-    let fake = web_host();
+    let fake = FakeSystemctl::example_units();
     let report = fake.root().join("last-run.json");
     let config = fake.root().join("host.toml");
     fs::write(

@@ -23,7 +23,9 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use policy_host_e2e::build::{host_binary, target_dir, test_key, trust_args, workspace_root};
+use policy_host_e2e::build::{
+    host_binary, host_command, target_dir, test_key, trust_args, workspace_root,
+};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::text;
 use policy_host_e2e::scratch::Scratch;
@@ -129,7 +131,7 @@ fn assert_success(what: &str, output: &Output) {
 
 /// `host new-policy DIR [EXTRA...]`.
 fn new_policy(dir: &Path, extra: &[&str]) -> Output {
-    Command::new(host_binary())
+    host_command()
         .arg("new-policy")
         .arg(dir)
         .args(extra)

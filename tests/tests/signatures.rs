@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use policy_host_e2e::build::{host_binary, policy_wasm};
+use policy_host_e2e::build::{self, host_command, policy_wasm};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::text;
 use policy_host_e2e::scratch::Scratch;
@@ -58,16 +58,8 @@ fn assert_success(out: &Output, what: &str) {
 
 /// `host keygen --unencrypted --out DIR`; returns (public, secret).
 fn host_keygen(dir: &Path) -> (PathBuf, PathBuf) {
-    let mut cmd = Command::new(host_binary());
-    cmd.args(["keygen", "--unencrypted", "--out"]).arg(dir);
-    assert_success(&output(cmd), "host keygen");
-    (dir.join("policy-host.pub"), dir.join("policy-host.key"))
-}
-
-fn host_sign(policy: &Path, key: &Path) {
-    let mut cmd = Command::new(host_binary());
-    cmd.arg("sign").arg(policy).arg("--key").arg(key);
-    assert_success(&output(cmd), "host sign");
+    let key = build::keygen(dir);
+    (key.public_key, key.secret_key)
 }
 
 /// `minisign -G -W` (no password); returns (public, secret).
@@ -80,14 +72,6 @@ fn minisign_keygen(dir: &Path) -> (PathBuf, PathBuf) {
         .arg(&secret);
     assert_success(&output(cmd), "minisign -G");
     (public, secret)
-}
-
-fn converging_fake() -> FakeSystemctl {
-    let fake = FakeSystemctl::new();
-    fake.unit("httpd", "inactive", "disabled")
-        .unit("legacy-ftpd", "active", "enabled")
-        .unit("metrics-agent", "inactive", "disabled");
-    fake
 }
 
 fn host_run(fake: &FakeSystemctl, policy: &Path, args: &[&std::ffi::OsStr]) -> Output {
@@ -142,7 +126,7 @@ fn policy_signed_by_the_minisign_cli_runs() {
         .arg(&s.policy);
     assert_success(&output(sign), "minisign -S");
 
-    let fake = converging_fake();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(
         &fake,
         &s.policy,
@@ -176,7 +160,7 @@ fn policy_signed_by_the_minisign_cli_runs() {
 fn host_signature_verifies_with_the_minisign_cli() {
     let s = Signing::new("sig-host-sign");
     let (public, secret) = host_keygen(&s.scratch.path().join("keys"));
-    host_sign(&s.policy, &secret);
+    build::sign_with(&s.policy, &secret);
 
     let mut verify = minisign();
     verify
@@ -221,9 +205,9 @@ fn sha256_hex(bytes: &[u8]) -> String {
 fn host_verify_says_valid_with_key_id_and_comment_or_invalid() {
     let s = Signing::new("sig-verify");
     let (public, secret) = host_keygen(&s.scratch.path().join("keys"));
-    host_sign(&s.policy, &secret);
+    build::sign_with(&s.policy, &secret);
     let verify = |policy: &Path| {
-        let mut cmd = Command::new(host_binary());
+        let mut cmd = host_command();
         cmd.arg("verify")
             .arg(policy)
             .arg("--trusted-key")
@@ -264,7 +248,7 @@ fn flip_one_byte(path: &Path) {
 fn signed_scratch(name: &str) -> (Signing, PathBuf) {
     let s = Signing::new(name);
     let (public, secret) = host_keygen(&s.scratch.path().join("keys"));
-    host_sign(&s.policy, &secret);
+    build::sign_with(&s.policy, &secret);
     (s, public)
 }
 
@@ -272,7 +256,7 @@ fn signed_scratch(name: &str) -> (Signing, PathBuf) {
 fn tampered_policy_is_refused() {
     let (s, public) = signed_scratch("sig-tampered");
     flip_one_byte(&s.policy);
-    let fake = converging_fake();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(
         &fake,
         &s.policy,
@@ -286,7 +270,7 @@ fn signature_by_an_untrusted_key_is_refused_with_its_key_id() {
     let (s, _) = signed_scratch("sig-wrong-key");
     let (other, _) = host_keygen(&s.scratch.path().join("other"));
     let signer_id = {
-        let mut cmd = Command::new(host_binary());
+        let mut cmd = host_command();
         cmd.arg("verify")
             .arg(&s.policy)
             .arg("--trusted-key")
@@ -297,7 +281,7 @@ fn signature_by_an_untrusted_key_is_refused_with_its_key_id() {
             .unwrap()
             .to_owned()
     };
-    let fake = converging_fake();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(
         &fake,
         &s.policy,
@@ -314,7 +298,7 @@ fn signature_by_an_untrusted_key_is_refused_with_its_key_id() {
 fn missing_signature_is_refused() {
     let (s, public) = signed_scratch("sig-missing");
     fs::remove_file(s.signature()).unwrap();
-    let fake = converging_fake();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(
         &fake,
         &s.policy,
@@ -328,7 +312,7 @@ fn truncated_signature_is_refused_as_malformed() {
     let (s, public) = signed_scratch("sig-truncated");
     let sig = fs::read(s.signature()).unwrap();
     fs::write(s.signature(), &sig[..sig.len() / 2]).unwrap();
-    let fake = converging_fake();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(
         &fake,
         &s.policy,
@@ -346,7 +330,7 @@ fn garbage_trusted_key_file_is_refused() {
         "untrusted comment: not really\nthis is not a key\n",
     )
     .unwrap();
-    let fake = converging_fake();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(
         &fake,
         &s.policy,
@@ -360,7 +344,7 @@ fn no_trusted_keys_configured_is_refused() {
     let (s, _) = signed_scratch("sig-no-keys");
     let empty = s.scratch.path().join("empty-trust-dir");
     fs::create_dir(&empty).unwrap();
-    let fake = converging_fake();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(
         &fake,
         &s.policy,
@@ -375,7 +359,7 @@ fn keys_in_the_trusted_keys_directory_are_used() {
     let dir = s.scratch.path().join("trusted");
     fs::create_dir(&dir).unwrap();
     fs::copy(&public, dir.join("ops.pub")).unwrap();
-    let fake = converging_fake();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(
         &fake,
         &s.policy,
@@ -392,7 +376,7 @@ fn keys_in_the_trusted_keys_directory_are_used() {
 #[test]
 fn allow_unsigned_runs_and_records_the_warning() {
     let s = Signing::new("sig-allow-unsigned");
-    let fake = converging_fake();
+    let fake = FakeSystemctl::example_units();
     let out = host_run(
         &fake,
         &s.policy,
@@ -419,7 +403,7 @@ fn encrypted_key_signs_with_its_password_and_refuses_a_wrong_one() {
     let password = s.scratch.path().join("password");
     fs::write(&password, "s3cret phrase\n").unwrap();
     let keys = s.scratch.path().join("keys");
-    let mut keygen = Command::new(host_binary());
+    let mut keygen = host_command();
     keygen
         .args(["keygen", "--out"])
         .arg(&keys)
@@ -434,7 +418,7 @@ fn encrypted_key_signs_with_its_password_and_refuses_a_wrong_one() {
     );
 
     let sign = |password_file: Option<&Path>| {
-        let mut cmd = Command::new(host_binary());
+        let mut cmd = host_command();
         cmd.arg("sign")
             .arg(&s.policy)
             .arg("--key")

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use policy_host_e2e::build::{host_binary, minisign_command, policy_wasm};
+use policy_host_e2e::build::{host_command, minisign_command, policy_wasm};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::outcome::{run, Run};
 use policy_host_e2e::requires::e2e_test;
@@ -92,7 +92,7 @@ impl Machine {
 
     /// `host sign` with the same secret key.
     fn host_sign(&self, file: &Path) {
-        let mut cmd = Command::new(host_binary());
+        let mut cmd = host_command();
         cmd.arg("sign").arg(file).arg("--key").arg(&self.secret);
         ok(cmd, "host sign");
     }
@@ -117,7 +117,7 @@ impl Machine {
     }
 
     fn verify(&self, file: &Path) -> (bool, String) {
-        let out = Command::new(host_binary())
+        let out = host_command()
             .arg("verify")
             .arg(file)
             .arg("--trusted-key")
