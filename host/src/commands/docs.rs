@@ -98,15 +98,13 @@ fn render_tail(
     command: Option<&str>,
     page: &mut Vec<u8>,
 ) -> std::io::Result<()> {
-    tagged_section(page, "EXIT STATUS", exit_status(command))?;
-    tagged_section(page, "FILES", files(command))?;
-    tagged_section(page, "ENVIRONMENT", environment(command))?;
-    let examples: Vec<(String, &str)> = examples(command)
-        .iter()
-        .map(|(example, meaning)| (example.replace("{name}", name), *meaning))
-        .collect();
-    let examples: Vec<(&str, &str)> = examples.iter().map(|(e, m)| (e.as_str(), *m)).collect();
-    tagged_section(page, "EXAMPLES", &examples)?;
+    tagged_section(page, "EXIT STATUS", exit_status(command).iter().copied())?;
+    tagged_section(page, "FILES", files(command).iter().copied())?;
+    tagged_section(page, "ENVIRONMENT", environment(command).iter().copied())?;
+    let examples = examples(command)
+        .into_iter()
+        .map(|(example, meaning)| (example.replace("{name}", name), meaning));
+    tagged_section(page, "EXAMPLES", examples)?;
     // As clap_mangen's `render`: only what the command has.
     if cmd
         .get_version()
@@ -122,17 +120,18 @@ fn render_tail(
 }
 
 /// A section of tagged paragraphs; nothing when there are none.
-fn tagged_section(
+fn tagged_section<T: AsRef<str>>(
     page: &mut Vec<u8>,
     title: &str,
-    entries: &[(&str, &str)],
+    entries: impl IntoIterator<Item = (T, &'static str)>,
 ) -> std::io::Result<()> {
-    if entries.is_empty() {
+    let mut entries = entries.into_iter().peekable();
+    if entries.peek().is_none() {
         return Ok(());
     }
     section(page, title)?;
     for (tag, meaning) in entries {
-        tagged(page, tag, meaning)?;
+        tagged(page, tag.as_ref(), meaning)?;
     }
     Ok(())
 }

@@ -38,6 +38,18 @@ pub(crate) enum BusAnswer<T> {
     Fallback,
 }
 
+impl<T> BusAnswer<T> {
+    /// systemd's answer made into another value; a refusal or a fallback
+    /// stays what it is.
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> BusAnswer<U> {
+        match self {
+            BusAnswer::Answered(answer) => BusAnswer::Answered(f(answer)),
+            BusAnswer::Refused(refusal) => BusAnswer::Refused(refusal),
+            BusAnswer::Fallback => BusAnswer::Fallback,
+        }
+    }
+}
+
 /// systemd's error answer over D-Bus.
 pub(crate) struct Refusal {
     name: String,
@@ -177,21 +189,16 @@ impl Bus {
         time: &Budget,
         loaded_too: bool,
     ) -> Result<BusAnswer<(UnitAnswers, Option<bool>)>, ProviderError> {
-        Ok(
-            match self.ask(time, "status", |dbus, _, timeout| {
-                dbus.unit_status(unit, loaded_too, timeout)
-            })? {
-                BusAnswer::Answered(answers) => {
-                    let changed = answers
-                        .loaded
-                        .as_ref()
-                        .map(|loaded| files_changed(unit, loaded));
-                    BusAnswer::Answered((answers, changed))
-                }
-                BusAnswer::Refused(refusal) => BusAnswer::Refused(refusal),
-                BusAnswer::Fallback => BusAnswer::Fallback,
-            },
-        )
+        let answer = self.ask(time, "status", |dbus, _, timeout| {
+            dbus.unit_status(unit, loaded_too, timeout)
+        })?;
+        Ok(answer.map(|answers| {
+            let changed = answers
+                .loaded
+                .as_ref()
+                .map(|loaded| files_changed(unit, loaded));
+            (answers, changed)
+        }))
     }
 
     /// What `systemctl is-enabled` would print for `unit` (mangled).
