@@ -54,11 +54,9 @@ fn require_staged_policy() {
 const VENDOR_DIR: &str = "vendor";
 
 fn main() {
-    // Only a release build packages anything: `--all-features` in a debug
-    // build (clippy, tests) must not ask for the package's policy.
-    if std::env::var_os("CARGO_FEATURE_DEB").is_some()
-        && std::env::var("PROFILE").as_deref() == Ok("release")
-    {
+    // Whatever the profile: the package tests package the debug build
+    // (`build-package --profile dev`), and the feature is cargo-deb's alone.
+    if std::env::var_os("CARGO_FEATURE_DEB").is_some() {
         require_staged_policy();
     }
     let vendor = PathBuf::from(env("CARGO_MANIFEST_DIR")).join(VENDOR_DIR);
