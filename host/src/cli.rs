@@ -32,6 +32,9 @@ pub struct Cli {
 pub enum Command {
     /// Apply a policy to this machine (or show what would change, with --noop).
     Run(Box<RunArgs>),
+    /// Keep applying policies: one full run, then a run of the policies concerned whenever
+    /// a unit, file or document they depend on changes (until SIGTERM). Takes what `run` takes.
+    Watch(Box<RunArgs>),
     /// Generate a minisign key pair for signing policies.
     Keygen(KeygenArgs),
     /// Sign a policy: writes POLICY.wasm.minisig beside it.

@@ -28,6 +28,7 @@ fn main() -> ExitCode {
     policy_host::logging::init(cli.log_format, &cli.log_level);
     let result = match &cli.command {
         Command::Run(args) => commands::run::execute(args),
+        Command::Watch(args) => commands::watch::execute(args),
         Command::Keygen(args) => commands::keygen::execute(args),
         Command::Sign(args) => commands::sign::execute(args),
         Command::Push(args) => commands::push::execute(args),

@@ -219,3 +219,30 @@ fn the_shipped_files_name_only_paths_the_package_installs() {
         installed.join("\n")
     );
 }
+
+/// The watch service does the job of the run service, all the time: it is
+/// sandboxed the same, line for line, from its resources on.
+#[test]
+fn the_watch_service_is_sandboxed_as_the_run_service_is() {
+    let debian = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dist/debian");
+    let sandbox = |unit: &str| {
+        let text = std::fs::read_to_string(debian.join(unit)).unwrap();
+        let start = text
+            .find("# --- Resources")
+            .unwrap_or_else(|| panic!("{unit} has no resources section"));
+        text[start..].to_owned()
+    };
+    assert_eq!(
+        sandbox("policy-host-watch.service"),
+        sandbox("policy-host.service")
+    );
+    let watch = std::fs::read_to_string(debian.join("policy-host-watch.service")).unwrap();
+    for line in [
+        "Type=notify",
+        "ExecStart=/usr/sbin/policy-host watch",
+        "WatchdogSec=",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+    ] {
+        assert!(watch.contains(line), "{line} missing");
+    }
+}

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use policy_host_e2e::build::{target_dir, workspace_root};
+use policy_host_e2e::build::{host_binary, target_dir, workspace_root};
 use policy_host_e2e::outcome::text;
 use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::sandbox::{sleep_service, Sandbox};
@@ -37,18 +37,13 @@ fn package_target_dir() -> PathBuf {
     target_dir().join("debian-package-target")
 }
 
-fn cargo() -> Command {
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(workspace_root())
-        .env("CARGO_TARGET_DIR", package_target_dir());
-    cmd
-}
-
-/// The cargo profile the package tests build, and the directory cargo
-/// puts it in. The debug build: these tests check what the package holds
-/// and does, which the optimiser does not change, and a second, release
-/// build of wasmtime would cost CI minutes. `--profile` is
-/// build-package's own option, so the release package differs only in it.
+/// The cargo profile the package tests package, and the directory cargo
+/// puts it in: the debug build, the very `host` this suite tests (placed in
+/// the package's target directory, then packaged with `--no-build`). These
+/// tests check what the package holds and does, which the optimiser does
+/// not change, and building wasmtime again, in release, held the suite's
+/// test threads for minutes. `--profile` is build-package's own option, so
+/// the release package differs only in it.
 const PROFILE: &str = "dev";
 const PROFILE_DIR: &str = "debug";
 
@@ -83,39 +78,14 @@ fn build_packages() -> (PathBuf, PathBuf) {
     );
     let dir = target_dir().join("debian-test");
     std::fs::create_dir_all(&dir).unwrap();
+    // The suite's own `host`, where cargo would have built it in the
+    // package's target directory (a copy: cargo-deb strips what it packs).
+    let built = package_target_dir().join(PROFILE_DIR).join("host");
+    std::fs::create_dir_all(built.parent().unwrap()).unwrap();
+    std::fs::copy(host_binary(), &built).expect("placing host in the package's target directory");
     let first = dir.join("policy-host_first.deb");
     let upgrade = dir.join("policy-host_upgrade.deb");
-    build_package(&["--output", first.to_str().unwrap()]);
-
-    // A bare `cargo deb` cannot ship the built-in policy, which is not one
-    // of cargo's own products: it stops, naming the command that can. Tried
-    // after a good build, so that everything else is built already (the
-    // check runs at once, not after the whole dependency graph) and a
-    // policy staged by an earlier build does not count.
-    let staged = package_target_dir()
-        .join(PROFILE_DIR)
-        .join("manifest-policy.wasm");
-    std::fs::remove_file(&staged).expect("build-package staged the policy");
-    let bare = dir.join("policy-host_bare.deb");
-    let _ = std::fs::remove_file(&bare);
-    let out = cargo()
-        .args(["deb", "-p", "policy-host", "--profile", PROFILE, "--output"])
-        .arg(&bare)
-        .output()
-        .expect("run cargo deb");
-    let stderr = text(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "a bare cargo deb succeeded:\n{stderr}"
-    );
-    assert!(
-        stderr.contains("manifest-policy.wasm is missing")
-            && stderr.contains("Build the package with dist/debian/build-package"),
-        "{stderr}"
-    );
-    assert!(!bare.exists());
-
-    // build-package stages the policy again, even without building.
+    build_package(&["--no-build", "--output", first.to_str().unwrap()]);
     let version = deb_field(&first, "Version");
     build_package(&[
         "--no-build",
@@ -125,6 +95,69 @@ fn build_packages() -> (PathBuf, PathBuf) {
         upgrade.to_str().unwrap(),
     ]);
     (first, upgrade)
+}
+
+/// A bare `cargo deb` cannot ship the built-in policy, which is not one of
+/// cargo's own products: it stops, naming the command that can. cargo-deb
+/// builds with the `deb` feature (host/Cargo.toml says so), and host's
+/// build script, given that feature, stops when the policy is not staged
+/// beside the build. The build script cargo built for this suite is run as
+/// cargo runs it (a `cargo deb` build would compile wasmtime again first).
+#[test]
+fn a_bare_cargo_deb_stops_and_names_the_command_that_builds_the_package() {
+    let manifest = std::fs::read_to_string(workspace_root().join("host/Cargo.toml")).unwrap();
+    let metadata = &manifest[manifest
+        .find("\n[package.metadata.deb]\n")
+        .expect("cargo-deb's table")
+        + 1..];
+    let metadata = &metadata[..metadata[1..].find("\n[").map_or(metadata.len(), |i| i + 1)];
+    assert!(
+        metadata
+            .lines()
+            .any(|l| l.trim() == r#"features = ["deb"]"#),
+        "cargo-deb must build with the deb feature:\n{metadata}"
+    );
+    let scripts = std::fs::read_dir(target_dir().join("debug/build"))
+        .expect("cargo built host's build script")
+        .flatten()
+        .map(|e| e.path().join("build-script-build"))
+        .filter(|p| {
+            p.is_file()
+                && p.parent()
+                    .and_then(|d| d.file_name())
+                    .is_some_and(|n| n.to_string_lossy().starts_with("policy-host-"))
+        })
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .expect("host's build script");
+    let scratch = tempfile::tempdir().unwrap();
+    // OUT_DIR is <target>/<profile>/build/<package>-<hash>/out.
+    let profile_dir = scratch.path().join(PROFILE_DIR);
+    let out_dir = profile_dir.join("build/policy-host-0/out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let run = || {
+        Command::new(&scripts)
+            .current_dir(workspace_root().join("host"))
+            .env("CARGO_FEATURE_DEB", "1")
+            .env("CARGO_MANIFEST_DIR", workspace_root().join("host"))
+            .env("OUT_DIR", &out_dir)
+            .env("PROFILE", "debug")
+            .output()
+            .expect("run host's build script")
+    };
+    let out = run();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("manifest-policy.wasm is missing")
+            && stderr.contains("Build the package with dist/debian/build-package"),
+        "{stderr}"
+    );
+    assert!(!out_dir.join("embedded_sdk.rs").exists());
+    // Staged, as build-package stages it: the build goes on.
+    std::fs::write(profile_dir.join("manifest-policy.wasm"), b"\0asm").unwrap();
+    let out = run();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out_dir.join("embedded_sdk.rs").is_file());
 }
 
 fn deb_field(deb: &Path, field: &str) -> String {
@@ -264,6 +297,10 @@ fn install_configure_run_upgrade_remove_and_purge() {
     let sandbox = Sandbox::boot_for_test(&target_dir());
     let s = Inside(&sandbox);
     let path = |p: &Path| p.to_str().unwrap().to_owned();
+    // This machine's image forbids maintainer scripts to act on services
+    // (Docker's policy-rc.d, exit 101), which deb-systemd-invoke obeys; a
+    // real machine has none. Removed in the sandbox's copy only.
+    s.ok(&["rm", "-f", "/usr/sbin/policy-rc.d"]);
 
     s.ok(&["dpkg", "-i", &path(&first)]);
     // bind9's host keeps its name; ours is policy-host.
@@ -373,6 +410,42 @@ fn install_configure_run_upgrade_remove_and_purge() {
         "next: {next:?}"
     );
 
+    // The watch, the timer's alternative, under the same sandbox: ready
+    // after its first run, and a stop of a managed unit is repaired by
+    // itself.
+    s.ok(&[
+        "systemd-analyze",
+        "verify",
+        "/usr/lib/systemd/system/policy-host-watch.service",
+    ]);
+    let watching = sandbox.exec(&["systemctl", "enable", "--now", "policy-host-watch.service"]);
+    assert!(
+        watching.status.success(),
+        "the watch failed:\n{}",
+        s.sh("journalctl -u policy-host-watch.service --no-pager -n 30 2>&1")
+    );
+    let status = s.ok(&[
+        "systemctl",
+        "show",
+        "-p",
+        "StatusText",
+        "--value",
+        "policy-host-watch.service",
+    ]);
+    assert!(status.contains("watching 1 policies, 1 units"), "{status}");
+    s.ok(&["systemctl", "stop", "pkg-web"]);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sandbox.is_active("pkg-web") != "active" && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(
+        sandbox.is_active("pkg-web"),
+        "active",
+        "{}",
+        s.sh("journalctl -u policy-host-watch.service --no-pager -n 30 2>&1")
+    );
+    let watch_pid = sandbox.main_pid("policy-host-watch.service");
+
     // Reinstalling and upgrading keep the edited host.toml and the state.
     let edited = s.ok(&["cat", "/etc/policy-host/host.toml"]);
     for deb in [&first, &upgrade] {
@@ -385,6 +458,9 @@ fn install_configure_run_upgrade_remove_and_purge() {
     }
     let installed = s.ok(&["dpkg-query", "-W", "-f", "${Version}", "policy-host"]);
     assert!(installed.ends_with("+upgrade1"), "{installed}");
+    // The running watch was restarted onto the new binary.
+    assert_eq!(sandbox.is_active("policy-host-watch.service"), "active");
+    assert_ne!(sandbox.main_pid("policy-host-watch.service"), watch_pid);
     s.ok(&["systemctl", "start", "policy-host.service"]);
 
     // Remove: the program goes, the configuration stays, the timer stops.
@@ -392,6 +468,7 @@ fn install_configure_run_upgrade_remove_and_purge() {
     assert!(!s.exists("/usr/sbin/policy-host"));
     assert!(s.exists("/etc/policy-host/host.toml"));
     assert_ne!(sandbox.is_active("policy-host.timer"), "active");
+    assert_ne!(sandbox.is_active("policy-host-watch.service"), "active");
     // Purge: configuration, state and cache go; what the operator added stays.
     s.ok(&["dpkg", "-P", "policy-host"]);
     for gone in [

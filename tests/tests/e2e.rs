@@ -32,3 +32,4 @@ mod status_agreement;
 mod subscriptions;
 mod supply_chain;
 mod timer;
+mod watch;

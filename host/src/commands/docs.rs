@@ -147,6 +147,12 @@ fn exit_status(command: Option<&str>) -> &'static [(&'static str, &'static str)]
             ("6", "with --detailed-exitcodes: changes were made and something failed"),
             ("129, 130, 143", "a second SIGHUP, SIGINT or SIGTERM ended the run at once (after the first, the run finishes the call under way, reports, and exits as failed)"),
         ],
+        Some("watch") => &[
+            ("0", "SIGTERM or SIGINT ended the watch, after the run under way"),
+            ("1", "the watch could not start (no inotify, no thread)"),
+            ("2", "a mistake on the command line"),
+            ("130, 143", "a second SIGINT or SIGTERM ended the watch at once"),
+        ],
         Some("status") => &[
             ("0", "every unit was read (and, with no unit named, the last run succeeded)"),
             ("1", "a unit could not be read (it is said on its line), the last run failed, or the command could not run"),
@@ -181,7 +187,7 @@ const LOGINS: (&str, &str) = (
 /// The files `command` reads or writes.
 fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
     match command {
-        None | Some("run") => &[
+        None | Some("run" | "watch") => &[
             CONFIG,
             KEYS,
             ("/var/lib/policy-host/", "what is remembered between runs, root-only (state_dir): versions.json (the newest signature accepted per key and file name: rollback protection) and subscriptions.json (what each subscribed reference looked like)"),
@@ -209,7 +215,7 @@ fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
 /// The environment variables `command` reads.
 fn environment(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
     match command {
-        None | Some("run") => &[
+        None | Some("run" | "watch") => &[
             ("PATH", "where systemctl is looked for (absolute directories only); systemctl itself runs with PATH=/usr/sbin:/usr/bin:/sbin:/bin"),
             ("DOCKER_CONFIG", "the directory of the registry logins' config.json, when registry_auth (--registry-auth) does not name the file; without either, /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json"),
             ("HOME", "for ~/.docker/config.json (see DOCKER_CONFIG)"),
@@ -237,6 +243,8 @@ const EXAMPLES: &[(Option<&str>, &str, &str)] = &[
     (Some("run"), "{name} run oci://registry.example.com/policies/web:1.4", "a policy from a registry"),
     (Some("run"), "{name} run web.wasm --refresh file#/etc/nginx/nginx.conf", "as if that file had changed: its subscribers restart"),
     (Some("run"), "{name} run", "host.toml's [[policy]] list"),
+    (Some("watch"), "{name} watch", "host.toml's [[policy]] list, repaired within a second of any drift"),
+    (Some("watch"), "{name} watch web.wasm --settings site.yaml", "one policy, as run takes it"),
     (Some("status"), "{name} status", "the last run (host.toml's report_file), its sources, the timer's next run, and the units it managed"),
     (Some("status"), "{name} status web nginx.service", "is-active and is-enabled, as systemd says them"),
     (Some("status"), "{name} status --json web", "the same, as JSON"),

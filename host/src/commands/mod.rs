@@ -11,6 +11,7 @@ pub mod run;
 pub mod sign;
 pub mod status;
 pub mod verify;
+pub mod watch;
 
 use crate::oci::Registry;
 use crate::settings::{ConfigFile, RegistryFlags, RegistrySettings};

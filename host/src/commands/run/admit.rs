@@ -11,7 +11,7 @@ use crate::oci::Kind;
 use crate::runtime::{CompileCache, LoadedPolicy, PolicyRuntime};
 use crate::text::millis;
 
-use super::plan::Plan;
+use super::plan::{Job, Plan};
 
 /// A settings document admitted, with its text. Shared by every policy that
 /// names it: it is read and verified once.
@@ -23,6 +23,8 @@ pub(super) struct SettingsDoc {
 
 /// A policy admitted and compiled, with the settings it runs with.
 pub(super) struct ReadyPolicy {
+    /// Where it comes from, as configured (events name policies by it).
+    pub(super) key: String,
     pub(super) admitted: Admitted,
     pub(super) compiled: LoadedPolicy,
     pub(super) settings: Option<Rc<SettingsDoc>>,
@@ -40,62 +42,38 @@ impl AdmittedRun {
     /// Admits the plan's documents: the settings are the desired state as
     /// much as the code, so they pass the same gate before any policy starts.
     pub(super) fn admit(plan: &Plan<'_>) -> anyhow::Result<Self> {
-        let gate = plan.gate();
-        let runtime = PolicyRuntime::new(plan.settings.limits)?;
-        let cache = if !plan.request.use_cache {
-            None
-        } else {
-            CompileCache::open(&plan.settings.cache_dir)
-        };
-        let mut settings: Vec<Rc<SettingsDoc>> = Vec::new();
-        let mut policies = Vec::with_capacity(plan.jobs.len());
+        let mut run = Self::empty(plan)?;
+        let mut admitter = Admitter::new(plan);
         for job in &plan.jobs {
-            let doc = match &job.settings {
-                None => None,
-                Some(location) => Some(match settings.iter().find(|d| &d.location == location) {
-                    Some(doc) => Rc::clone(doc),
-                    None => {
-                        let admitted = gate.admit(Kind::Settings, location)?;
-                        let text = admission::settings_text(&admitted)?;
-                        let doc = Rc::new(SettingsDoc {
-                            location: location.clone(),
-                            admitted,
-                            text,
-                        });
-                        settings.push(Rc::clone(&doc));
-                        doc
-                    }
-                }),
-            };
-            let mut admitted = gate.admit(Kind::Policy, &job.policy)?;
-            if let Some(doc) = &doc {
-                admitted.signature.settings = Some(Box::new(doc.admitted.signature.clone()));
-            }
-            if let Some(warning) = &admitted.signature.warning {
-                tracing::warn!("{warning}");
-            }
-            if let Some(key_id) = &admitted.signature.key_id {
-                tracing::info!(policy = %admitted.origin, key_id = %key_id, "signature verified");
-            }
-            let compiled = runtime
-                .load(&admitted.bytes, cache.as_ref())
-                .with_context(|| format!("loading policy {}", admitted.origin))?;
-            tracing::info!(
-                policy = %admitted.origin,
-                cache = ?compiled.cache,
-                ms = millis(compiled.load_time),
-                "policy compiled and linked"
-            );
-            policies.push(ReadyPolicy {
-                admitted,
-                compiled,
-                settings: doc,
-            });
+            let policy = admitter.admit(job, &run.runtime)?;
+            run.policies.push(policy);
         }
+        run.settings = admitter.settings;
+        Ok(run)
+    }
+
+    /// [`Self::admit`], each policy on its own (`host watch`): a refused
+    /// document refuses only the policies made of it, each said with its
+    /// key. An `Err` means none could be tried (no runtime).
+    pub(super) fn admit_each(plan: &Plan<'_>) -> anyhow::Result<(Self, Vec<(String, String)>)> {
+        let mut run = Self::empty(plan)?;
+        let mut refused = Vec::new();
+        let mut admitter = Admitter::new(plan);
+        for job in &plan.jobs {
+            match admitter.admit(job, &run.runtime) {
+                Ok(policy) => run.policies.push(policy),
+                Err(e) => refused.push((job.policy.to_string(), format!("{e:#}"))),
+            }
+        }
+        run.settings = admitter.settings;
+        Ok((run, refused))
+    }
+
+    fn empty(plan: &Plan<'_>) -> anyhow::Result<Self> {
         Ok(Self {
-            runtime,
-            policies,
-            settings,
+            runtime: PolicyRuntime::new(plan.settings.limits)?,
+            policies: Vec::with_capacity(plan.jobs.len()),
+            settings: Vec::new(),
         })
     }
 
@@ -106,5 +84,77 @@ impl AdmittedRun {
             .iter()
             .map(|p| &p.admitted)
             .chain(self.settings.iter().map(|d| &d.admitted))
+    }
+}
+
+/// The gate and cache one admission uses, and the settings documents
+/// admitted so far (each read and verified once).
+struct Admitter<'p> {
+    gate: crate::admission::Gate<'p>,
+    cache: Option<CompileCache>,
+    settings: Vec<Rc<SettingsDoc>>,
+}
+
+impl<'p> Admitter<'p> {
+    fn new(plan: &'p Plan<'_>) -> Self {
+        let cache = if !plan.request.use_cache {
+            None
+        } else {
+            CompileCache::open(&plan.settings.cache_dir)
+        };
+        Self {
+            gate: plan.gate(),
+            cache,
+            settings: Vec::new(),
+        }
+    }
+
+    /// The job's settings document (once per run), then its policy,
+    /// verified and compiled.
+    fn admit(&mut self, job: &Job, runtime: &PolicyRuntime) -> anyhow::Result<ReadyPolicy> {
+        let doc = match &job.settings {
+            None => None,
+            Some(location) => Some(self.settings_doc(location)?),
+        };
+        let mut admitted = self.gate.admit(Kind::Policy, &job.policy)?;
+        if let Some(doc) = &doc {
+            admitted.signature.settings = Some(Box::new(doc.admitted.signature.clone()));
+        }
+        if let Some(warning) = &admitted.signature.warning {
+            tracing::warn!("{warning}");
+        }
+        if let Some(key_id) = &admitted.signature.key_id {
+            tracing::info!(policy = %admitted.origin, key_id = %key_id, "signature verified");
+        }
+        let compiled = runtime
+            .load(&admitted.bytes, self.cache.as_ref())
+            .with_context(|| format!("loading policy {}", admitted.origin))?;
+        tracing::info!(
+            policy = %admitted.origin,
+            cache = ?compiled.cache,
+            ms = millis(compiled.load_time),
+            "policy compiled and linked"
+        );
+        Ok(ReadyPolicy {
+            key: job.policy.to_string(),
+            admitted,
+            compiled,
+            settings: doc,
+        })
+    }
+
+    fn settings_doc(&mut self, location: &Location) -> anyhow::Result<Rc<SettingsDoc>> {
+        if let Some(doc) = self.settings.iter().find(|d| &d.location == location) {
+            return Ok(Rc::clone(doc));
+        }
+        let admitted = self.gate.admit(Kind::Settings, location)?;
+        let text = admission::settings_text(&admitted)?;
+        let doc = Rc::new(SettingsDoc {
+            location: location.clone(),
+            admitted,
+            text,
+        });
+        self.settings.push(Rc::clone(&doc));
+        Ok(doc)
     }
 }

@@ -7,12 +7,18 @@
 //! 3. [`Session`]: the machine's run lock taken, versions recorded, each
 //!    policy run against the one provider, the report built.
 //! 4. The outputs: the report printed, then written with the metrics.
+//!
+//! `host watch` runs the same phases at each wake ([`cycle`]), for the
+//! policies an event concerns, with a refused document refusing only its
+//! own policy.
 
 mod admit;
 mod outputs;
 mod plan;
 mod session;
 
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::cli::RunArgs;
@@ -73,5 +79,91 @@ fn converge(
 ) -> anyhow::Result<(Report, RunLock)> {
     let plan = Plan::resolve(args, request, outputs, started)?;
     let admitted = AdmittedRun::admit(&plan)?;
-    Session::begin(&plan, admitted)?.converge()
+    let converged = Session::begin(&plan, admitted)?.converge()?;
+    Ok((converged.report, converged.lock))
+}
+
+/// Which of the configured policies a run takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Selection {
+    /// Every one (`host run`; a watch's first run, resyncs).
+    All,
+    /// Those whose keys ([`PlannedPolicy::key`]) an event concerns.
+    Only(BTreeSet<String>),
+}
+
+/// A policy the configuration lists, and the files it is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PlannedPolicy {
+    /// Where the policy comes from, as given: a path or an `oci://`
+    /// reference. Events name policies by it.
+    pub(crate) key: String,
+    /// The local files it is read from: the policy, its settings
+    /// document, and their signatures (none for `oci://`).
+    pub(crate) documents: Vec<PathBuf>,
+}
+
+/// What one policy that ran concerns on the machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Concern {
+    pub(crate) key: String,
+    /// Its name in reports.
+    pub(crate) policy: String,
+    /// The units it read or changed, as systemd names them.
+    pub(crate) units: BTreeSet<String>,
+    /// The `TYPE#NAME` references its services subscribe to.
+    pub(crate) references: BTreeSet<String>,
+}
+
+/// What a run of `host watch` gives back.
+pub(crate) struct Cycled {
+    /// `None` when no policy could run (all of them refused).
+    pub(crate) report: Option<Report>,
+    /// The policies whose documents were refused, with why; they did not run.
+    pub(crate) refused: Vec<(String, String)>,
+    pub(crate) concerns: Vec<Concern>,
+    /// Every policy the configuration lists, whether it ran or not.
+    pub(crate) planned: Vec<PlannedPolicy>,
+    /// What the run read its settings from, for the watch to follow.
+    pub(crate) inputs: plan::Inputs,
+}
+
+pub(crate) use plan::Inputs;
+
+/// One run for `host watch`: the phases of `host run`, for `selection`,
+/// with each policy admitted on its own (a refused document stops only its
+/// policy). The report and metrics files are written as a timer run writes
+/// them, when a policy ran; nothing is printed. An `Err` means no run could
+/// happen (host.toml or a flag is wrong, the lock is not free).
+pub(crate) fn cycle(args: &RunArgs, selection: &Selection) -> anyhow::Result<Cycled> {
+    let started = Instant::now();
+    let request = Request::of(args);
+    let outputs = outputs::Outputs::resolve(args);
+    let mut plan = Plan::resolve(args, &request, &outputs, started)?;
+    let planned = plan.planned();
+    let inputs = plan.inputs(args);
+    plan.select(selection);
+    let (admitted, refused) = AdmittedRun::admit_each(&plan)?;
+    if admitted.policies.is_empty() {
+        return Ok(Cycled {
+            report: None,
+            refused,
+            concerns: Vec::new(),
+            planned,
+            inputs,
+        });
+    }
+    let result = Session::begin(&plan, admitted).and_then(Session::converge);
+    let failures = outputs::write(&outputs, result.as_ref().map(|c| &c.report), started);
+    for failure in &failures {
+        tracing::error!("{failure}");
+    }
+    let converged = result?;
+    Ok(Cycled {
+        report: Some(converged.report),
+        refused,
+        concerns: converged.concerns,
+        planned,
+        inputs,
+    })
 }

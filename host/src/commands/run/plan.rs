@@ -6,6 +6,7 @@
 //! typed values once): everything after it takes the [`Request`], the
 //! [`Outputs`] and the resolved settings.
 
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
@@ -19,10 +20,12 @@ use crate::report::Verbosity;
 use crate::settings::{
     resolve_trust, ConfigFile, RegistrySettings, RunSettings, DEFAULT_CONFIG_FILE,
 };
-use crate::signature::Trust;
+use crate::signature::{signature_path_for, Trust};
 use crate::versions::Versions;
+use crate::watch::paths::WatchPaths;
 
 use super::outputs::Outputs;
+use super::{PlannedPolicy, Selection};
 
 /// One policy to run and the settings document it runs with.
 pub(super) struct Job {
@@ -106,6 +109,22 @@ impl Request {
 
 /// A run decided: its settings, its trust, its jobs, and how references are
 /// pulled. Every output has been checked writable; nothing is read yet.
+/// What a run read besides its policies, for `host watch` to follow: a
+/// change to one of these is a change to every policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Inputs {
+    /// host.toml: the one given, else the default path (watched even
+    /// while missing: creating it is a change).
+    pub(crate) config: PathBuf,
+    /// `--trusted-key` files and the trusted keys directory.
+    pub(crate) trusted_keys: Vec<PathBuf>,
+    pub(crate) trusted_keys_dir: PathBuf,
+    /// Where `file#` subscriptions may be read: nothing else is watched.
+    pub(crate) watch_paths: WatchPaths,
+    /// Policy directories: a policy added to one is a new policy.
+    pub(crate) policy_dirs: Vec<PathBuf>,
+}
+
 pub(super) struct Plan<'a> {
     pub(super) request: &'a Request,
     pub(super) started: Instant,
@@ -115,6 +134,9 @@ pub(super) struct Plan<'a> {
     pub(super) jobs: Vec<Job>,
     pub(super) remote: Option<Remote>,
     pub(super) outputs: &'a Outputs,
+    /// Every policy the configuration lists runs: what the host remembers
+    /// of policies no longer listed may be forgotten.
+    pub(super) whole: bool,
 }
 
 impl<'a> Plan<'a> {
@@ -151,7 +173,54 @@ impl<'a> Plan<'a> {
             jobs,
             remote,
             outputs,
+            whole: true,
         })
+    }
+
+    /// The policies listed, each with its local files.
+    pub(super) fn planned(&self) -> Vec<PlannedPolicy> {
+        self.jobs
+            .iter()
+            .map(|job| {
+                let documents = [Some(&job.policy), job.settings.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|location| match location {
+                        Location::File(path) => Some(path),
+                        Location::Oci(_) => None,
+                    })
+                    .flat_map(|path| [path.clone(), signature_path_for(path)])
+                    .collect();
+                PlannedPolicy {
+                    key: job.policy.to_string(),
+                    documents,
+                }
+            })
+            .collect()
+    }
+
+    /// What this run read besides its policies.
+    pub(super) fn inputs(&self, args: &RunArgs) -> Inputs {
+        Inputs {
+            config: args
+                .trust
+                .config
+                .path()
+                .map_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE), Path::to_path_buf),
+            trusted_keys: self.trust.keys.clone(),
+            trusted_keys_dir: self.trust.keys_dir.clone(),
+            watch_paths: self.settings.watch_paths.clone(),
+            policy_dirs: policy_dirs(args),
+        }
+    }
+
+    /// Keeps only the policies `selection` takes.
+    pub(super) fn select(&mut self, selection: &Selection) {
+        if let Selection::Only(keys) = selection {
+            self.jobs
+                .retain(|job| keys.contains(&job.policy.to_string()));
+            self.whole = false;
+        }
     }
 
     /// The gate every document of this run passes through.
@@ -188,6 +257,23 @@ impl Outputs {
 /// Checks, before anything is changed, that every output can be written:
 /// a temporary file is created beside each and removed. A path that cannot
 /// be written is an error naming its option, and the run does not start.
+/// The directories among the policies named (on the command line, else in
+/// host.toml's `[[policy]]` sources).
+fn policy_dirs(args: &RunArgs) -> Vec<PathBuf> {
+    let named: Vec<String> = if args.policies.is_empty() {
+        ConfigFile::load(args.trust.config.path())
+            .map(|file| file.policies.iter().map(|p| p.source.clone()).collect())
+            .unwrap_or_default()
+    } else {
+        args.policies.clone()
+    };
+    named
+        .into_iter()
+        .map(PathBuf::from)
+        .filter(|path| path.is_dir())
+        .collect()
+}
+
 fn check_state_and_cache(request: &Request, settings: &RunSettings) -> anyhow::Result<()> {
     atomic_file::probe(&settings.state_dir.join("versions.json")).with_context(|| {
         format!(

@@ -8,13 +8,14 @@ use std::time::Instant;
 use anyhow::bail;
 
 use crate::atomic_file;
-use crate::contract::RunOptions;
+use crate::contract::{ErrorKind, RunOptions};
 use crate::guest::GuestOutcome;
 use crate::interrupt;
 use crate::lock::RunLock;
 use crate::provider::{Provider, SystemdConfig};
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
 use crate::runtime::PolicyRuntime;
+use crate::service_name::CheckedName;
 use crate::text::millis;
 use crate::watch::record::{self, Records};
 use crate::watch::survey::{Sources, Survey};
@@ -22,6 +23,7 @@ use crate::watch::{dpkg, Budget, Caps};
 
 use super::admit::{AdmittedRun, ReadyPolicy};
 use super::plan::Plan;
+use super::Concern;
 
 /// The run holding the lock, its versions recorded, its provider built:
 /// from here on, the machine may change.
@@ -99,7 +101,7 @@ impl<'a> Session<'a> {
     /// one reload after enablement changes follows the last policy run, and
     /// is reported with it. The lock is handed back: it is held until the
     /// outputs are written.
-    pub(super) fn converge(self) -> anyhow::Result<(Report, RunLock)> {
+    pub(super) fn converge(self) -> anyhow::Result<Converged> {
         let Session {
             plan,
             run,
@@ -120,6 +122,7 @@ impl<'a> Session<'a> {
         };
         let mut refreshed = plan.request.refresh.clone();
         let mut reports = Vec::with_capacity(run.policies.len());
+        let mut concerns = Vec::with_capacity(run.policies.len());
         let mut not_started = Vec::new();
         for (index, policy) in run.policies.into_iter().enumerate() {
             if interrupt::received().is_some() {
@@ -139,8 +142,9 @@ impl<'a> Session<'a> {
                 watched: Vec::new(),
                 settings: policy.settings.as_ref().map(|doc| doc.text.clone()),
             };
-            let report;
-            (report, provider) = run_one(
+            let key = policy.key.clone();
+            let (report, references);
+            (report, references, provider) = run_one(
                 plan,
                 &run.runtime,
                 policy,
@@ -156,6 +160,12 @@ impl<'a> Session<'a> {
                     .filter(|r| r.changed)
                     .map(|r| r.resource.clone()),
             );
+            concerns.push(Concern {
+                key,
+                policy: report.policy.clone(),
+                units: units_of(&report),
+                references,
+            });
             reports.push(report);
         }
         let report = finish(
@@ -166,8 +176,33 @@ impl<'a> Session<'a> {
             &names,
             not_started,
         );
-        Ok((report, lock))
+        Ok(Converged {
+            report,
+            lock,
+            concerns,
+        })
     }
+}
+
+/// What a session leaves: the report, the lock (held until the outputs
+/// are written) and what each policy that ran concerns.
+pub(super) struct Converged {
+    pub(super) report: Report,
+    pub(super) lock: RunLock,
+    pub(super) concerns: Vec<Concern>,
+}
+
+/// The units a policy read or changed, as systemd names them: every name
+/// the host took (a name it refused names no unit).
+fn units_of(report: &RunReport) -> BTreeSet<String> {
+    report
+        .calls
+        .iter()
+        .filter(|call| call.outcome != crate::provider::Outcome::Failed(ErrorKind::InvalidName))
+        .filter_map(|call| call.service.as_ref())
+        .filter_map(|name| CheckedName::check(name.as_raw()).ok())
+        .filter_map(|unit| crate::provider::unit_name::mangle(unit.as_str()))
+        .collect()
 }
 
 /// The run's end: the one reload after enablement changes (reported with
@@ -194,7 +229,7 @@ fn finish(
     // run. A noop run records nothing; an interrupted one forgets no
     // policy it did not reach.
     if !plan.request.noop() {
-        if interrupt::received().is_none() {
+        if interrupt::received().is_none() && plan.whole {
             watching.records.keep_policies(names);
         }
         if let Err(e) = watching.records.save() {
@@ -224,7 +259,7 @@ fn finish(
 /// provider, shared by the run's policies, is handed back. Before the policy
 /// applies anything, its subscriptions' files and packages are compared with
 /// what `watching` recorded; afterwards, what its apply made good is
-/// recorded there.
+/// recorded there. Also hands back the references its services subscribe to.
 fn run_one(
     plan: &Plan<'_>,
     runtime: &PolicyRuntime,
@@ -233,8 +268,9 @@ fn run_one(
     provider: Box<dyn Provider>,
     started: Instant,
     watching: &mut Watching,
-) -> anyhow::Result<(RunReport, Box<dyn Provider>)> {
+) -> anyhow::Result<(RunReport, BTreeSet<String>, Box<dyn Provider>)> {
     let ReadyPolicy {
+        key: _,
         admitted,
         compiled,
         settings,
@@ -303,7 +339,13 @@ fn run_one(
                 .any(|r| r.resource == resource && !r.failed)
         });
     }
-    Ok((report, provider))
+    let references = survey
+        .services
+        .iter()
+        .flat_map(|service| &service.references)
+        .map(|watched| watched.reference.clone())
+        .collect();
+    Ok((report, references, provider))
 }
 
 /// What the report says of the provider: whether it could work, and how

@@ -1,0 +1,298 @@
+//! `host watch`: one full run, then a run of the policies an event
+//! concerns whenever something they manage changes, until SIGTERM or
+//! SIGINT. Drift is repaired within a second of the event, and nothing is
+//! done while nothing changes: no polling, no D-Bus question, no process.
+//!
+//! - [`wake`]: what wakes a watch, gathered for [`DEBOUNCE`] into one run;
+//! - [`targets`]: what the runs showed each policy concerns (units, files,
+//!   documents) and what every policy reads (host.toml, trusted keys);
+//! - [`bus`]: the managed units' signals over the system bus;
+//! - [`files`]: the followed files, with inotify;
+//! - [`signals`], [`notify`]: the process's side of systemd.
+//!
+//! Each run is a `host run` of those policies ([`run::cycle`]): the same
+//! admission (a changed document is verified again; one that fails is
+//! refused, said once, and its policy waits for a good one), the same
+//! lock (held only while a run runs, so `host run` and `host status` work
+//! beside a watch), the same report and metrics files.
+
+mod bus;
+mod files;
+mod notify;
+mod signals;
+mod targets;
+mod wake;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+
+use crate::cli::RunArgs;
+use crate::commands::run::{self, Cycled, Selection};
+use crate::report::Report;
+
+use self::targets::{Followed, Targets};
+use self::wake::{Due, Pending, Wake};
+
+/// Events within this long of the first one make one run.
+pub const DEBOUNCE: Duration = Duration::from_millis(100);
+/// A full run at least this often (give or take a tenth), which also pulls
+/// `oci://` sources and checks what could not be watched.
+pub const RESYNC: Duration = Duration::from_secs(15 * 60);
+/// The longest a run can take within the host's own bounds (the lock wait
+/// and the wall clock, by default 10 and 15 minutes), for the watchdog.
+const RUN_BOUND: Duration = Duration::from_secs(30 * 60);
+/// How soon a run that could not happen (the lock busy, host.toml wrong)
+/// is tried again, when nothing else wakes the watch first.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// Watches until SIGTERM or SIGINT; returns the exit code (0).
+pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
+    let (wakes, woken) = std::sync::mpsc::channel();
+    signals::start(wakes.clone()).context("taking SIGTERM, SIGINT and SIGHUP")?;
+    let bus = bus::BusWatch::start(wakes.clone()).context("starting to follow the system bus")?;
+    let mut files = files::FileWatch::start(wakes).context("starting inotify")?;
+    let mut watch = Watch::default();
+    let watchdog = notify::Watchdog::start();
+    let seed = u64::from(std::process::id())
+        ^ SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    let mut due = Due {
+        selection: Selection::All,
+        causes: vec!["start".to_owned()],
+    };
+    let mut next_resync = wake::next_resync(Instant::now(), RESYNC, seed);
+    let mut ready = false;
+    loop {
+        if let Some(dog) = &watchdog {
+            dog.alive_for(RUN_BOUND);
+        }
+        let retry = watch.run(args, &due);
+        bus.follow(watch.targets.units());
+        files.follow(&watch.followed(args));
+        if due.selection == Selection::All {
+            next_resync = wake::next_resync(Instant::now(), RESYNC, seed ^ watch.runs);
+        }
+        let status = watch.status();
+        if ready {
+            notify::status(&status);
+        } else {
+            notify::ready(&status);
+            ready = true;
+        }
+        let mut pending = Pending::default();
+        if retry {
+            pending.add(
+                match &due.selection {
+                    Selection::All => None,
+                    Selection::Only(keys) => Some(keys.clone()),
+                },
+                "a run that could not happen".to_owned(),
+                Instant::now() + RETRY - DEBOUNCE,
+            );
+        }
+        match wait(
+            &woken,
+            &watch.targets,
+            &mut pending,
+            next_resync,
+            watchdog.as_ref(),
+        ) {
+            Next::Run(next) => due = next,
+            Next::Stop(signal) => {
+                notify::stopping();
+                say(&format!("{signal} received: the watch ends"));
+                return Ok(0);
+            }
+        }
+    }
+}
+
+enum Next {
+    Run(Due),
+    Stop(&'static str),
+}
+
+/// Waits for the next run: wakes gathered until due, or the resync.
+fn wait(
+    woken: &Receiver<Wake>,
+    targets: &Targets,
+    pending: &mut Pending,
+    next_resync: Instant,
+    watchdog: Option<&notify::Watchdog>,
+) -> Next {
+    loop {
+        let now = Instant::now();
+        if let Some(due) = pending.take_if_due(now, DEBOUNCE) {
+            return Next::Run(due);
+        }
+        if now >= next_resync {
+            return Next::Run(Due {
+                selection: Selection::All,
+                causes: vec!["resync".to_owned()],
+            });
+        }
+        let mut until = next_resync;
+        if let Some(at) = pending.due_at(DEBOUNCE) {
+            until = until.min(at);
+        }
+        if let Some(dog) = watchdog {
+            // Alive while waiting, a little past the wait's end.
+            dog.alive_for(until.saturating_duration_since(now) + Duration::from_secs(10));
+        }
+        match woken.recv_timeout(until.saturating_duration_since(now)) {
+            Ok(Wake::Stop(signal)) => return Next::Stop(signal),
+            Ok(wake) => {
+                let (keys, cause) = targets.concerned(&wake);
+                pending.add(keys, cause, Instant::now());
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            // Every watcher is gone: only resyncs are left.
+            Err(RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            }
+        }
+    }
+}
+
+/// What the watch knows between runs.
+#[derive(Default)]
+struct Watch {
+    targets: Targets,
+    /// Policies refused, with the message said (each said once).
+    refused: BTreeMap<String, String>,
+    /// The last error of a run that could not happen (said once).
+    failed: Option<String>,
+    last_repair: Option<String>,
+    runs: u64,
+}
+
+impl Watch {
+    /// Runs what `due` says; logs a line per resource changed or failed.
+    /// Returns whether the run could not happen (to be tried again).
+    fn run(&mut self, args: &RunArgs, due: &Due) -> bool {
+        self.runs += 1;
+        let cause = due.causes.join(", ");
+        match run::cycle(args, &due.selection) {
+            Ok(cycled) => {
+                if self.failed.take().is_some() {
+                    say("runs happen again");
+                }
+                self.learn(&cycled, &cause);
+                false
+            }
+            Err(e) => {
+                let message = format!("{e:#}");
+                if self.failed.as_ref() != Some(&message) {
+                    tracing::error!("a run could not happen ({cause}): {message}");
+                    self.failed = Some(message);
+                }
+                true
+            }
+        }
+    }
+
+    fn learn(&mut self, cycled: &Cycled, cause: &str) {
+        for (key, message) in &cycled.refused {
+            if self.refused.get(key) != Some(message) {
+                tracing::error!(
+                    "policy {key} refused, it does not run until a good one appears: {message}"
+                );
+                self.refused.insert(key.clone(), message.clone());
+            }
+        }
+        for concern in &cycled.concerns {
+            if self.refused.remove(&concern.key).is_some() {
+                say(&format!("policy {} admitted again", concern.key));
+            }
+        }
+        self.refused
+            .retain(|key, _| cycled.planned.iter().any(|p| &p.key == key));
+        self.targets
+            .learn(&cycled.planned, &cycled.concerns, &cycled.inputs);
+        if let Some(report) = &cycled.report {
+            if let Some(repair) = log_changes(report, cause) {
+                self.last_repair = Some(repair);
+            }
+        }
+    }
+
+    /// The paths to follow; before any run could read host.toml, host.toml
+    /// alone (its fix is what the watch waits for).
+    fn followed(&self, args: &RunArgs) -> Vec<Followed> {
+        let followed = self.targets.followed();
+        if !followed.is_empty() {
+            return followed;
+        }
+        let config = args
+            .trust
+            .config
+            .path()
+            .map_or_else(|| crate::settings::DEFAULT_CONFIG_FILE.into(), Into::into);
+        vec![Followed {
+            path: config,
+            tree: false,
+        }]
+    }
+
+    /// systemd's `STATUS=`.
+    fn status(&self) -> String {
+        let (policies, units) = self.targets.counts();
+        let mut status = format!("watching {policies} policies, {units} units");
+        if !self.refused.is_empty() {
+            status.push_str(&format!("; {} refused", self.refused.len()));
+        }
+        if let Some(repair) = &self.last_repair {
+            status.push_str("; last: ");
+            status.push_str(repair);
+        }
+        status
+    }
+}
+
+/// One line on stdout (the journal, under systemd).
+fn say(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+/// Prints one line per resource a run changed or failed (nothing for a run
+/// that changed nothing); returns the last, for the status.
+fn log_changes(report: &Report, cause: &str) -> Option<String> {
+    let mut last = None;
+    let mut stdout = std::io::stdout().lock();
+    for run in report.runs() {
+        if let Some(failure) = &run.failure {
+            let line = format!(
+                "{}: failed ({}): {}",
+                run.policy, failure.class, failure.message
+            );
+            let _ = writeln!(stdout, "{line}; cause: {cause}");
+            last = Some(line);
+        }
+        for resource in run.resources.iter().filter(|r| r.changed || r.failed) {
+            let what = if resource.failed {
+                let errors: Vec<String> = resource.errors.iter().map(ToString::to_string).collect();
+                format!("failed: {}", errors.join("; "))
+            } else if resource.noop {
+                match &resource.noop_message {
+                    Some(message) => format!("would change: {message}"),
+                    None => "would change".to_owned(),
+                }
+            } else {
+                let actions: Vec<&str> = resource.actions.iter().map(|a| a.as_str()).collect();
+                actions.join(", ")
+            };
+            let line = format!("{}: {}: {what}", run.policy, resource.resource);
+            let _ = writeln!(stdout, "{line}; cause: {cause}");
+            last = Some(line);
+        }
+    }
+    let _ = stdout.flush();
+    last
+}

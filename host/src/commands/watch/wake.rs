@@ -1,0 +1,205 @@
+//! What wakes a watch, and how wakes become runs: events are gathered for
+//! a short `debounce` after the first one, then run as one, for the
+//! policies they concern (level-triggered: an event only says which policy
+//! to run; the run reads everything afresh).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::commands::run::Selection;
+
+/// One event a watcher saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// A unit's `ActiveState` or `SubState` moved (systemd's name).
+    Unit(String),
+    /// systemd finished reloading its unit files (`Reloading(false)`).
+    Reloaded,
+    /// A watched file or directory changed.
+    Path(PathBuf),
+    /// Something may have been missed (the bus came back, systemd was
+    /// re-executed, inotify's queue overflowed): everything runs.
+    Missed(&'static str),
+    /// SIGHUP: host.toml is read again, and everything runs.
+    Hangup,
+    /// SIGTERM or SIGINT: the watch ends after the run under way.
+    Stop(&'static str),
+}
+
+/// Why a run happens, said in its log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Due {
+    pub(crate) selection: Selection,
+    /// The first few causes, in words ("web.service changed").
+    pub(crate) causes: Vec<String>,
+}
+
+/// At most this many causes are named in a run's line; the rest counted.
+const NAMED_CAUSES: usize = 3;
+
+/// The wakes gathered since the last run.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    /// When the first wake that concerns a policy came.
+    first: Option<Instant>,
+    all: bool,
+    keys: BTreeSet<String>,
+    causes: Vec<String>,
+    more_causes: usize,
+}
+
+impl Pending {
+    /// Adds a wake that concerns the policies `keys` (`None`: all of them),
+    /// seen at `now`; a wake that concerns none is dropped.
+    pub(crate) fn add(&mut self, keys: Option<BTreeSet<String>>, cause: String, now: Instant) {
+        match keys {
+            Some(keys) if keys.is_empty() => return,
+            Some(keys) => self.keys.extend(keys),
+            None => self.all = true,
+        }
+        self.first.get_or_insert(now);
+        if self.causes.len() < NAMED_CAUSES {
+            if !self.causes.contains(&cause) {
+                self.causes.push(cause);
+            }
+        } else if !self.causes.contains(&cause) {
+            self.more_causes += 1;
+        }
+    }
+
+    /// When the gathered wakes are due: `debounce` after the first.
+    pub(crate) fn due_at(&self, debounce: Duration) -> Option<Instant> {
+        self.first.map(|first| first + debounce)
+    }
+
+    /// The run the gathered wakes make, if they are due at `now`; they are
+    /// then forgotten.
+    pub(crate) fn take_if_due(&mut self, now: Instant, debounce: Duration) -> Option<Due> {
+        if self.due_at(debounce)? > now {
+            return None;
+        }
+        let taken = std::mem::take(self);
+        let mut causes = taken.causes;
+        if taken.more_causes > 0 {
+            causes.push(format!("{} more", taken.more_causes));
+        }
+        Some(Due {
+            selection: if taken.all {
+                Selection::All
+            } else {
+                Selection::Only(taken.keys)
+            },
+            causes,
+        })
+    }
+}
+
+/// The next resync: `every`, give or take a tenth, so that a fleet's
+/// machines do not all pull from the registry at once. `seed` varies it
+/// (any number that differs between machines and runs).
+pub(crate) fn next_resync(now: Instant, every: Duration, seed: u64) -> Instant {
+    let tenth = every.as_millis() / 10;
+    if tenth == 0 {
+        return now + every;
+    }
+    // A spread of ±tenth, from the seed's bits (splitmix64's mixer).
+    let mut x = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    let spread = u128::from(x) % (2 * tenth + 1);
+    let millis = every.as_millis() - tenth + spread;
+    now + Duration::from_millis(u64::try_from(millis).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(names: &[&str]) -> Option<BTreeSet<String>> {
+        Some(names.iter().map(|n| (*n).to_owned()).collect())
+    }
+
+    #[test]
+    fn wakes_within_the_debounce_make_one_run_of_the_policies_they_concern() {
+        let t0 = Instant::now();
+        let debounce = Duration::from_millis(100);
+        let mut pending = Pending::default();
+        assert_eq!(pending.take_if_due(t0, debounce), None);
+        pending.add(keys(&["a.wasm"]), "web.service changed".into(), t0);
+        pending.add(
+            keys(&["b.wasm"]),
+            "/etc/web.conf changed".into(),
+            t0 + Duration::from_millis(60),
+        );
+        // The debounce counts from the first wake, not the last: a steady
+        // trickle of events cannot hold a repair back.
+        assert_eq!(pending.due_at(debounce), Some(t0 + debounce));
+        assert_eq!(
+            pending.take_if_due(t0 + Duration::from_millis(99), debounce),
+            None
+        );
+        let due = pending
+            .take_if_due(t0 + Duration::from_millis(100), debounce)
+            .expect("due");
+        assert_eq!(
+            due.selection,
+            Selection::Only(keys(&["a.wasm", "b.wasm"]).unwrap())
+        );
+        assert_eq!(due.causes, ["web.service changed", "/etc/web.conf changed"]);
+        // Taken once.
+        assert_eq!(pending.take_if_due(t0 + debounce * 5, debounce), None);
+    }
+
+    #[test]
+    fn a_wake_that_concerns_no_policy_wakes_nothing() {
+        let t0 = Instant::now();
+        let mut pending = Pending::default();
+        pending.add(keys(&[]), "other.service changed".into(), t0);
+        assert_eq!(pending.due_at(Duration::ZERO), None);
+        assert_eq!(
+            pending.take_if_due(t0 + Duration::from_secs(9), Duration::ZERO),
+            None
+        );
+    }
+
+    #[test]
+    fn a_wake_for_everything_makes_a_full_run_and_causes_are_bounded() {
+        let t0 = Instant::now();
+        let mut pending = Pending::default();
+        pending.add(keys(&["a.wasm"]), "a".into(), t0);
+        pending.add(None, "host.toml changed".into(), t0);
+        for i in 0..10 {
+            pending.add(keys(&["a.wasm"]), format!("unit{i} changed"), t0);
+        }
+        pending.add(keys(&["a.wasm"]), "a".into(), t0);
+        let due = pending.take_if_due(t0, Duration::ZERO).unwrap();
+        assert_eq!(due.selection, Selection::All);
+        assert_eq!(
+            due.causes,
+            ["a", "host.toml changed", "unit0 changed", "9 more"]
+        );
+    }
+
+    #[test]
+    fn resyncs_spread_within_a_tenth_either_way() {
+        let now = Instant::now();
+        let every = Duration::from_secs(900);
+        let mut seen = BTreeSet::new();
+        for seed in 0..1000u64 {
+            let at = next_resync(now, every, seed) - now;
+            assert!(
+                at >= Duration::from_secs(810) && at <= Duration::from_secs(990),
+                "{at:?}"
+            );
+            seen.insert(at.as_secs() / 30);
+        }
+        // Spread over the whole range, not bunched: 180 s in 30 s bins.
+        assert!(seen.len() >= 6, "{seen:?}");
+        assert_eq!(
+            next_resync(now, Duration::from_millis(5), 1),
+            now + Duration::from_millis(5)
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! `host watch` on a real systemd 252 in the sandbox, started as systemd
+//! starts the packaged service (`Type=notify`: systemd-run returns once the
+//! watch said READY=1 after its first run): drift is repaired without any
+//! run being asked for (a stop, a disable, a subscribed file replaced by
+//! rename, `daemon-reexec` in between); units no policy manages wake
+//! nothing; a settings document replaced by one that is not signed is
+//! refused and its units are left alone until a good one appears; `host
+//! run` works beside a watch; SIGTERM ends it with exit 0 and the lock free.
+
+use std::time::{Duration, Instant};
+
+use policy_host_e2e::build;
+use policy_host_e2e::machine::{machine, Machine};
+use policy_host_e2e::requires::e2e_test;
+
+/// The transient unit the watch runs as.
+const WATCH: &str = "ph-watch";
+/// Where the watch's settings live, inside the sandbox (written from
+/// inside, so that inotify sees each change as an operator's would be).
+const SETTINGS: &str = "/etc/ph-watch/manifest.yaml";
+/// The report file: written by every run, so its changes count runs.
+const REPORT: &str = "/var/lib/ph-watch-report.json";
+
+/// Signs `manifest` (outside: the test key is there) and installs it and
+/// its signature at [`SETTINGS`].
+fn install_settings(m: &Machine, manifest: &str) {
+    let signed = m.sandbox.share_file("manifest.yaml", manifest);
+    build::sign_file(&signed);
+    let signature = build::signature_path(&signed);
+    let out = m.sandbox.exec(&[
+        "sh",
+        "-c",
+        r#"mkdir -p /etc/ph-watch && cp "$1" /etc/ph-watch/manifest.yaml.new && cp "$2" /etc/ph-watch/manifest.yaml.minisig && mv /etc/ph-watch/manifest.yaml.new /etc/ph-watch/manifest.yaml"#,
+        "sh",
+        signed.to_str().unwrap(),
+        signature.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// Starts `host watch` as a notify service and waits for READY=1.
+fn start_watch(m: &Machine, extra: &[&str]) {
+    let mut command = vec![
+        "systemd-run",
+        "--unit",
+        WATCH,
+        "--property=Type=notify",
+        "--property=NotifyAccess=main",
+        "--property=TimeoutStartSec=120",
+        "--",
+        m.host.to_str().unwrap(),
+        "watch",
+        m.policy.to_str().unwrap(),
+        "--trusted-key",
+        m.trusted_key.to_str().unwrap(),
+        "--settings",
+        SETTINGS,
+        "--report",
+        REPORT,
+    ];
+    command.extend_from_slice(extra);
+    let out = m.sandbox.exec(&command);
+    assert!(
+        out.status.success(),
+        "the watch did not become ready: {}{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        journal(m)
+    );
+}
+
+/// What the watch wrote (its stdout and stderr, in the journal).
+fn journal(m: &Machine) -> String {
+    let out = m
+        .sandbox
+        .exec(&["journalctl", "--no-pager", "-o", "cat", "-u", WATCH]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `host run --no-wait` of what the watch runs: succeeds, changing nothing.
+fn host_run_beside(m: &Machine) {
+    let out = m.sandbox.exec(&[
+        m.host.to_str().unwrap(),
+        "run",
+        m.policy.to_str().unwrap(),
+        "--trusted-key",
+        m.trusted_key.to_str().unwrap(),
+        "--settings",
+        SETTINGS,
+        "--no-wait",
+        "--detailed-exitcodes",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The last line the watch said that contains `text`.
+fn said_with(m: &Machine, text: &str) -> Option<String> {
+    journal(m)
+        .lines()
+        .rev()
+        .find(|l| l.contains(text))
+        .map(str::to_owned)
+}
+
+/// Waits up to `limit` for `done`; says whether it came.
+fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+/// The report file's modification time (nanoseconds), or 0.
+fn report_stamp(m: &Machine) -> String {
+    let out = m.sandbox.exec(&["stat", "-c", "%Y.%y", REPORT]);
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn web_and_db() -> String {
+    "- service:\n    - wa-web:\n        ensure: running\n        enable: true\n    - wa-db:\n        ensure: running\n"
+        .to_owned()
+}
+
+#[e2e_test(requires = "root, systemd, minisign")]
+fn a_watch_repairs_drift_by_itself_and_ignores_units_it_does_not_manage() {
+    let m = machine();
+    m.service("wa-web", true, true);
+    m.service("wa-db", false, false);
+    m.service("wa-other", false, false);
+    install_settings(&m, &web_and_db());
+    start_watch(&m, &[]);
+    // The first run converged wa-db before READY=1.
+    assert_eq!(m.sandbox.is_active("wa-db"), "active", "{}", journal(&m));
+
+    // A stop: active again, without any run being asked for; the run
+    // that started it says so when its settle window has passed.
+    m.sandbox.systemctl_ok(&["stop", "wa-web"]);
+    assert!(
+        eventually(Duration::from_secs(10), || said_with(
+            &m,
+            "service#wa-web: started"
+        )
+        .is_some_and(|line| line.contains("wa-web.service changed"))),
+        "wa-web was not started again:\n{}",
+        journal(&m)
+    );
+    assert_eq!(m.sandbox.is_active("wa-web"), "active");
+    // A disable: enabled again.
+    m.sandbox.systemctl_ok(&["disable", "wa-web"]);
+    assert!(
+        eventually(Duration::from_secs(10), || said_with(
+            &m,
+            "service#wa-web: enabled"
+        )
+        .is_some_and(|line| line.contains("wa-web.service changed"))),
+        "wa-web was not enabled again:\n{}",
+        journal(&m)
+    );
+    assert_eq!(m.sandbox.is_enabled("wa-web"), "enabled");
+    assert!(
+        journal(&m).contains("service#wa-db: started; cause: start"),
+        "{}",
+        journal(&m)
+    );
+
+    // Quiet again (the follow-up of the host's own changes has run): a
+    // unit no policy manages wakes no run.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = report_stamp(&m);
+    assert!(!before.is_empty(), "no report written");
+    for _ in 0..3 {
+        m.sandbox.systemctl_ok(&["start", "wa-other"]);
+        m.sandbox.systemctl_ok(&["stop", "wa-other"]);
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(report_stamp(&m), before, "a run happened:\n{}", journal(&m));
+
+    // `host run` beside the watch: the lock is free between runs.
+    host_run_beside(&m);
+
+    // systemd re-executed, then a stop: still repaired (the watch follows
+    // systemd back onto the bus).
+    m.sandbox.systemctl_ok(&["daemon-reexec"]);
+    m.sandbox.systemctl_ok(&["stop", "wa-db"]);
+    assert!(
+        eventually(Duration::from_secs(10), || m.sandbox.is_active("wa-db")
+            == "active"),
+        "wa-db was not started again after daemon-reexec:\n{}",
+        journal(&m)
+    );
+
+    // SIGTERM: exit 0, and the lock is free at once.
+    m.sandbox.systemctl_ok(&["stop", WATCH]);
+    let out = m.sandbox.exec(&[
+        "systemctl",
+        "show",
+        "--property=Result,ExecMainStatus",
+        "--",
+        WATCH,
+    ]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    // A transient unit that ended well is gone; one that failed stays.
+    assert!(
+        shown.contains("ExecMainStatus=0") && !shown.contains("Result=exit-code"),
+        "{shown}\n{}",
+        journal(&m)
+    );
+    host_run_beside(&m);
+}
+
+#[e2e_test(requires = "root, systemd, minisign")]
+fn a_subscribed_file_replaced_by_rename_restarts_once_and_an_unsigned_document_is_refused() {
+    let m = machine();
+    m.service("wb-web", true, false);
+    m.sandbox.write_file("/etc/wb/app.conf", "workers = 2\n");
+    let manifest = "- service:\n    - wb-web:\n        ensure: running\n        subscribe: [\"file#/etc/wb/app.conf\"]\n";
+    install_settings(&m, manifest);
+    start_watch(&m, &["--watch-path", "/etc/wb"]);
+    let pid = m.sandbox.main_pid("wb-web");
+
+    // sed -i replaces the file by rename: one restart.
+    let out = m.sandbox.exec(&["sed", "-i", "s/2/4/", "/etc/wb/app.conf"]);
+    assert!(out.status.success());
+    assert!(
+        eventually(Duration::from_secs(10), || m.sandbox.main_pid("wb-web")
+            != pid),
+        "wb-web was not restarted:\n{}",
+        journal(&m)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let said = journal(&m);
+    assert_eq!(
+        said.matches("service#wb-web: restarted").count(),
+        1,
+        "one restart, not more:\n{said}"
+    );
+
+    // The settings replaced by a document nobody signed: refused, said,
+    // and the unit is left alone, even when it stops.
+    let pid = m.sandbox.main_pid("wb-web");
+    m.sandbox.write_file(
+        SETTINGS,
+        "- service:\n    - wb-web:\n        ensure: stopped\n",
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || journal(&m).contains("refused")),
+        "{}",
+        journal(&m)
+    );
+    assert_eq!(
+        m.sandbox.main_pid("wb-web"),
+        pid,
+        "the unsigned document was applied"
+    );
+    m.sandbox.systemctl_ok(&["stop", "wb-web"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(m.sandbox.is_active("wb-web"), "inactive", "{}", journal(&m));
+
+    // A good document again: admitted, and the unit is repaired.
+    install_settings(&m, manifest);
+    assert!(
+        eventually(Duration::from_secs(10), || m.sandbox.is_active("wb-web")
+            == "active"),
+        "{}",
+        journal(&m)
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || journal(&m)
+            .contains("admitted again")),
+        "{}",
+        journal(&m)
+    );
+}
