@@ -57,7 +57,7 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     let mut files = files::FileWatch::start(wakes).context("starting inotify")?;
     let mut watch = Watch::default();
     let watchdog = notify::Watchdog::start();
-    let seed = u64::from(std::process::id())
+    let salt = u64::from(std::process::id())
         ^ SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -65,7 +65,7 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
         selection: Selection::All,
         causes: vec!["start".to_owned()],
     };
-    let mut next_resync = wake::next_resync(Instant::now(), RESYNC, seed);
+    let mut next_resync = wake::next_resync(Instant::now(), RESYNC, salt);
     let mut ready = false;
     loop {
         if let Some(dog) = &watchdog {
@@ -75,7 +75,7 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
         bus.follow(watch.targets.units());
         files.follow(&watch.followed(args));
         if due.selection == Selection::All {
-            next_resync = wake::next_resync(Instant::now(), RESYNC, seed ^ watch.runs);
+            next_resync = wake::next_resync(Instant::now(), RESYNC, salt ^ watch.runs);
         }
         let status = watch.status();
         if ready {

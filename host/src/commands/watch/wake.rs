@@ -96,15 +96,15 @@ impl Pending {
 }
 
 /// The next resync: `every`, give or take a tenth, so that a fleet's
-/// machines do not all pull from the registry at once. `seed` varies it
+/// machines do not all pull from the registry at once. `salt` varies it
 /// (any number that differs between machines and runs).
-pub(crate) fn next_resync(now: Instant, every: Duration, seed: u64) -> Instant {
+pub(crate) fn next_resync(now: Instant, every: Duration, salt: u64) -> Instant {
     let tenth = every.as_millis() / 10;
     if tenth == 0 {
         return now + every;
     }
-    // A spread of ±tenth, from the seed's bits (splitmix64's mixer).
-    let mut x = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    // A spread of ±tenth, from the bits of `salt` (splitmix64's mixer).
+    let mut x = salt.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^= x >> 31;
@@ -187,8 +187,8 @@ mod tests {
         let now = Instant::now();
         let every = Duration::from_secs(900);
         let mut seen = BTreeSet::new();
-        for seed in 0..1000u64 {
-            let at = next_resync(now, every, seed) - now;
+        for salt in 0..1000u64 {
+            let at = next_resync(now, every, salt) - now;
             assert!(
                 at >= Duration::from_secs(810) && at <= Duration::from_secs(990),
                 "{at:?}"
