@@ -10,6 +10,7 @@ use crate::provider::{Progress, Provider, ProviderError, ServiceStatus};
 use crate::report::{noop_message, Action, Event, FinalState, Report, RequestedState};
 use crate::resource_ref::ResourceRef;
 use crate::service::Ensure;
+use contract_words::UnitFileState;
 
 pub use crate::contract::{RunOptions, Watched};
 
@@ -220,28 +221,29 @@ fn unreachable_enable(service: &ValidService, status: &ServiceStatus) -> Option<
     }
     let name = &service.name;
     let word = status.enabled_word.as_str();
-    let (kind, why) = match word {
-        "static" => (
+    let state = UnitFileState::parse(word)?;
+    let (kind, why) = match state {
+        UnitFileState::Static => (
             "a static unit",
             "It has no [Install] section, so disable has nothing to remove, and it starts \
              whenever another unit needs it.",
         ),
-        "indirect" => (
+        UnitFileState::Indirect => (
             "an indirect unit",
             "It is not enabled itself: its [Install] section only names other units (Also=), \
              or another name or instance of it is enabled; disable would disable those instead.",
         ),
-        "generated" => (
+        UnitFileState::Generated => (
             "a generated unit",
             "A systemd generator writes it at boot and on every daemon-reload, so disable has \
              nothing to remove.",
         ),
-        "transient" => (
+        UnitFileState::Transient => (
             "a transient unit",
             "It was created at runtime (systemd-run) and has no unit file for disable to \
              change; it disappears once it stops.",
         ),
-        "alias" => {
+        UnitFileState::Alias => {
             return Some(format!(
                 "enable: false cannot be applied to {name}: it is an alias of another unit \
                  (systemctl is-enabled says \"alias\"). Disabling it would disable the unit it \

@@ -172,6 +172,32 @@ fn a_watch_repairs_drift_by_itself_and_ignores_units_it_does_not_manage() {
         "{}",
         journal(&m)
     );
+    // In the journal with fields of their own: a unit's repairs are found
+    // by its name.
+    let out = m.sandbox.exec(&[
+        "journalctl",
+        "--no-pager",
+        "-o",
+        "cat",
+        "-u",
+        WATCH,
+        "UNIT=wa-web.service",
+        "ACTION=started",
+    ]);
+    let found = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        found.contains("service#wa-web: started") && !found.contains("wa-db"),
+        "{found}"
+    );
+    // systemd's view of the watch: what it follows, and its last repair.
+    let out = m
+        .sandbox
+        .exec(&["systemctl", "show", "-p", "StatusText", "--value", WATCH]);
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.contains("watching 1 policies, 2 units") && status.contains("service#wa-web"),
+        "{status}"
+    );
 
     // Quiet again (the follow-up of the host's own changes has run): a
     // unit no policy manages wakes no run.

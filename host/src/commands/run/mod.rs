@@ -135,9 +135,15 @@ pub(crate) use plan::Inputs;
 /// policy). The report and metrics files are written as a timer run writes
 /// them, when a policy ran; nothing is printed. An `Err` means no run could
 /// happen (host.toml or a flag is wrong, the lock is not free).
-pub(crate) fn cycle(args: &RunArgs, selection: &Selection) -> anyhow::Result<Cycled> {
+/// `--refresh` counts for the first run only (`first`): a watch that took it
+/// at every run would restart its subscribers at every run, and its own
+/// restarts would wake it again.
+pub(crate) fn cycle(args: &RunArgs, selection: &Selection, first: bool) -> anyhow::Result<Cycled> {
     let started = Instant::now();
-    let request = Request::of(args);
+    let mut request = Request::of(args);
+    if !first {
+        request.refresh.clear();
+    }
     let outputs = outputs::Outputs::resolve(args);
     let mut plan = Plan::resolve(args, &request, &outputs, started)?;
     let planned = plan.planned();

@@ -18,13 +18,13 @@
 
 mod bus;
 mod files;
+mod journal;
 mod notify;
 mod signals;
 mod targets;
 mod wake;
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -34,6 +34,7 @@ use crate::cli::RunArgs;
 use crate::commands::run::{self, Cycled, Selection};
 use crate::report::Report;
 
+use self::journal::{Line, Lines};
 use self::targets::{Followed, Targets};
 use self::wake::{Due, Pending, Wake};
 
@@ -55,7 +56,7 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     signals::start(wakes.clone()).context("taking SIGTERM, SIGINT and SIGHUP")?;
     let bus = bus::BusWatch::start(wakes.clone()).context("starting to follow the system bus")?;
     let mut files = files::FileWatch::start(wakes).context("starting inotify")?;
-    let mut watch = Watch::default();
+    let mut watch = Watch::new(Lines::choose());
     let watchdog = notify::Watchdog::start();
     let salt = u64::from(std::process::id())
         ^ SystemTime::now()
@@ -105,7 +106,9 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
             Next::Run(next) => due = next,
             Next::Stop(signal) => {
                 notify::stopping();
-                say(&format!("{signal} received: the watch ends"));
+                watch
+                    .lines
+                    .note(&format!("{signal} received: the watch ends"));
                 return Ok(0);
             }
         }
@@ -160,8 +163,8 @@ fn wait(
 }
 
 /// What the watch knows between runs.
-#[derive(Default)]
 struct Watch {
+    lines: Lines,
     targets: Targets,
     /// Policies refused, with the message said (each said once).
     refused: BTreeMap<String, String>,
@@ -172,15 +175,26 @@ struct Watch {
 }
 
 impl Watch {
+    fn new(lines: Lines) -> Self {
+        Self {
+            lines,
+            targets: Targets::default(),
+            refused: BTreeMap::new(),
+            failed: None,
+            last_repair: None,
+            runs: 0,
+        }
+    }
+
     /// Runs what `due` says; logs a line per resource changed or failed.
     /// Returns whether the run could not happen (to be tried again).
     fn run(&mut self, args: &RunArgs, due: &Due) -> bool {
         self.runs += 1;
         let cause = due.causes.join(", ");
-        match run::cycle(args, &due.selection) {
+        match run::cycle(args, &due.selection, self.runs == 1) {
             Ok(cycled) => {
                 if self.failed.take().is_some() {
-                    say("runs happen again");
+                    self.lines.note("runs happen again");
                 }
                 self.learn(&cycled, &cause);
                 false
@@ -207,7 +221,8 @@ impl Watch {
         }
         for concern in &cycled.concerns {
             if self.refused.remove(&concern.key).is_some() {
-                say(&format!("policy {} admitted again", concern.key));
+                self.lines
+                    .note(&format!("policy {} admitted again", concern.key));
             }
         }
         self.refused
@@ -215,7 +230,7 @@ impl Watch {
         self.targets
             .learn(&cycled.planned, &cycled.concerns, &cycled.inputs);
         if let Some(report) = &cycled.report {
-            if let Some(repair) = log_changes(report, cause) {
+            if let Some(repair) = log_changes(&self.lines, report, cause) {
                 self.last_repair = Some(repair);
             }
         }
@@ -254,45 +269,55 @@ impl Watch {
     }
 }
 
-/// One line on stdout (the journal, under systemd).
-fn say(line: &str) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{line}");
-    let _ = stdout.flush();
-}
-
-/// Prints one line per resource a run changed or failed (nothing for a run
+/// Says one line per resource a run changed or failed (nothing for a run
 /// that changed nothing); returns the last, for the status.
-fn log_changes(report: &Report, cause: &str) -> Option<String> {
+fn log_changes(lines: &Lines, report: &Report, cause: &str) -> Option<String> {
     let mut last = None;
-    let mut stdout = std::io::stdout().lock();
     for run in report.runs() {
         if let Some(failure) = &run.failure {
-            let line = format!(
-                "{}: failed ({}): {}",
-                run.policy, failure.class, failure.message
-            );
-            let _ = writeln!(stdout, "{line}; cause: {cause}");
-            last = Some(line);
+            let what = format!("failed ({}): {}", failure.class, failure.message);
+            let text = format!("{}: {what}; cause: {cause}", run.policy);
+            lines.say(&Line {
+                policy: &run.policy,
+                unit: None,
+                action: "failed",
+                cause,
+                text: &text,
+            });
+            last = Some(format!("{}: {what}", run.policy));
         }
         for resource in run.resources.iter().filter(|r| r.changed || r.failed) {
-            let what = if resource.failed {
+            let (action, what) = if resource.failed {
                 let errors: Vec<String> = resource.errors.iter().map(ToString::to_string).collect();
-                format!("failed: {}", errors.join("; "))
+                (
+                    "failed".to_owned(),
+                    format!("failed: {}", errors.join("; ")),
+                )
             } else if resource.noop {
-                match &resource.noop_message {
+                let what = match &resource.noop_message {
                     Some(message) => format!("would change: {message}"),
                     None => "would change".to_owned(),
-                }
+                };
+                ("would change".to_owned(), what)
             } else {
                 let actions: Vec<&str> = resource.actions.iter().map(|a| a.as_str()).collect();
-                actions.join(", ")
+                (actions.join(", "), actions.join(", "))
             };
-            let line = format!("{}: {}: {what}", run.policy, resource.resource);
-            let _ = writeln!(stdout, "{line}; cause: {cause}");
-            last = Some(line);
+            let unit = resource
+                .resource
+                .strip_prefix("service#")
+                .and_then(crate::provider::unit_name::mangle);
+            let summary = format!("{}: {}: {what}", run.policy, resource.resource);
+            let text = format!("{summary}; cause: {cause}");
+            lines.say(&Line {
+                policy: &run.policy,
+                unit: unit.as_deref(),
+                action: &action,
+                cause,
+                text: &text,
+            });
+            last = Some(summary);
         }
     }
-    let _ = stdout.flush();
     last
 }

@@ -19,30 +19,94 @@ pub const IS_ACTIVE_WORDS: [(&str, bool); 7] = [
     ("deactivating", false),
 ];
 
-/// `is-enabled`'s words (for a unit that exists) and whether each counts as
-/// enabled: exactly the words for which systemctl 252 exits 0.
-pub const IS_ENABLED_WORDS: [(&str, bool); 12] = [
-    ("enabled", true),
-    ("enabled-runtime", true),
-    ("alias", true),
-    ("static", true),
-    ("indirect", true),
-    ("generated", true),
-    ("transient", true),
-    ("linked", false),
-    ("linked-runtime", false),
-    ("masked", false),
-    ("masked-runtime", false),
-    ("disabled", false),
-];
+/// Declares [`UnitFileState`] and [`IS_ENABLED_WORDS`] from one list, so
+/// that a word and its meaning are written once.
+macro_rules! unit_file_states {
+    ($($(#[$doc:meta])* $variant:ident = $word:literal, $enabled:literal;)*) => {
+        /// What `systemctl is-enabled` says of a unit that exists (its
+        /// `UnitFileState` over D-Bus), one case per word.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum UnitFileState {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl UnitFileState {
+            /// Every state, in the table's order.
+            pub const ALL: [UnitFileState; [$($word),*].len()] = [$(UnitFileState::$variant),*];
+
+            /// The state `word` names; `None` for a word systemd 252 does not print.
+            pub fn parse(word: &str) -> Option<Self> {
+                match word {
+                    $($word => Some(UnitFileState::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The word, as systemctl prints it.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(UnitFileState::$variant => $word,)*
+                }
+            }
+
+            /// Whether it counts as enabled: exactly the words for which
+            /// `systemctl is-enabled` 252 exits 0.
+            pub const fn counts_as_enabled(self) -> bool {
+                match self {
+                    $(UnitFileState::$variant => $enabled,)*
+                }
+            }
+        }
+
+        /// `is-enabled`'s words (for a unit that exists) and whether each
+        /// counts as enabled: exactly the words for which systemctl 252 exits 0.
+        pub const IS_ENABLED_WORDS: [(&str, bool); [$($word),*].len()] = [$(($word, $enabled)),*];
+    };
+}
+
+unit_file_states! {
+    /// Links in `/etc` made by `systemctl enable`.
+    Enabled = "enabled", true;
+    /// Links under `/run` only: a complete `disable` removes those too.
+    EnabledRuntime = "enabled-runtime", true;
+    /// Another name of a unit (a link to it); disabling it disables that unit.
+    Alias = "alias", true;
+    /// No `[Install]` section: started when another unit needs it.
+    Static = "static", true;
+    /// Its `[Install]` section only names other units (`Also=`), or another
+    /// instance or name of it is enabled.
+    Indirect = "indirect", true;
+    /// Written by a generator at boot and on every daemon-reload (among
+    /// others, a unit a SysV init script makes).
+    Generated = "generated", true;
+    /// Made at runtime (systemd-run); gone once it stops.
+    Transient = "transient", true;
+    /// A unit file linked in from outside the search path.
+    Linked = "linked", false;
+    /// Linked under `/run` only.
+    LinkedRuntime = "linked-runtime", false;
+    /// Linked to `/dev/null`: cannot be started at all.
+    Masked = "masked", false;
+    /// Masked under `/run` only.
+    MaskedRuntime = "masked-runtime", false;
+    /// Not enabled.
+    Disabled = "disabled", false;
+}
+
+impl UnitFileState {
+    /// Masked, in `/etc` or under `/run`.
+    pub fn is_masked(self) -> bool {
+        matches!(self, UnitFileState::Masked | UnitFileState::MaskedRuntime)
+    }
+}
 
 /// `is-enabled`'s word for a unit enabled at runtime only (links under
 /// `/run`): a complete `disable` removes those too.
-pub const ENABLED_RUNTIME: &str = "enabled-runtime";
+pub const ENABLED_RUNTIME: &str = UnitFileState::EnabledRuntime.as_str();
 
 /// `is-enabled`'s word for a generated unit (among others, one a SysV init
 /// script makes, whose enablement systemctl asks `systemd-sysv-install`).
-pub const GENERATED: &str = "generated";
+pub const GENERATED: &str = UnitFileState::Generated.as_str();
 
 /// `word` as `is-active` prints it, and whether it counts as running;
 /// `None` for a word the table does not know.

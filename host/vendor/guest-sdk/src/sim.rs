@@ -24,6 +24,7 @@ use std::fmt;
 
 use crate::name::{unit_name, ServiceName};
 use crate::provider::{JobOutcome, Operation, Progress, Provider, ProviderError, ServiceStatus};
+use contract_words::UnitFileState;
 
 /// `is-active` words and whether each counts as running (docs/service-type.md,
 /// "Reading status: is-active"): the host's own table.
@@ -126,7 +127,7 @@ impl UnitState {
     }
 
     fn is_masked(&self) -> bool {
-        self.enabled_word.starts_with("masked")
+        UnitFileState::parse(self.enabled_word).is_some_and(UnitFileState::is_masked)
     }
 }
 
@@ -555,13 +556,17 @@ impl Provider for SimulatedSystem {
 
     /// A transient unit is gone once stopped.
     fn stop(&mut self, service: &ServiceName) -> Result<Progress, ProviderError> {
-        self.job(Operation::Stop, service, |u, _| match u.enabled_word {
-            "transient" => Effect::Remove,
-            _ => Effect::Set(UnitState {
-                restarting: None,
-                ..u.with_active_word("inactive")
-            }),
-        })
+        self.job(
+            Operation::Stop,
+            service,
+            |u, _| match UnitFileState::parse(u.enabled_word) {
+                Some(UnitFileState::Transient) => Effect::Remove,
+                _ => Effect::Set(UnitState {
+                    restarting: None,
+                    ..u.with_active_word("inactive")
+                }),
+            },
+        )
     }
 
     fn restart(&mut self, service: &ServiceName) -> Result<Progress, ProviderError> {
@@ -591,11 +596,19 @@ impl Provider for SimulatedSystem {
     /// `disabled`; an alias or a linked unit loses its link and is gone;
     /// the other words do not change.
     fn disable(&mut self, service: &ServiceName) -> Result<(), ProviderError> {
-        self.perform(Operation::Disable, service, |u, _| match u.enabled_word {
-            "enabled" | "enabled-runtime" => Effect::Set(u.with_enabled_word("disabled")),
-            "alias" | "linked" | "linked-runtime" => Effect::Remove,
-            _ => Effect::Keep,
-        })
+        self.perform(
+            Operation::Disable,
+            service,
+            |u, _| match UnitFileState::parse(u.enabled_word) {
+                Some(UnitFileState::Enabled | UnitFileState::EnabledRuntime) => {
+                    Effect::Set(u.with_enabled_word(UnitFileState::Disabled.as_str()))
+                }
+                Some(
+                    UnitFileState::Alias | UnitFileState::Linked | UnitFileState::LinkedRuntime,
+                ) => Effect::Remove,
+                _ => Effect::Keep,
+            },
+        )
     }
 }
 
