@@ -35,6 +35,11 @@ pub enum Command {
     /// Keep applying policies: one full run, then a run of the policies concerned whenever
     /// a unit, file or document they depend on changes (until SIGTERM). Takes what `run` takes.
     Watch(Box<RunArgs>),
+    /// Leave units alone (all of them, when none is named): timer and watch runs refuse
+    /// their changes and say "paused" until `host resume` or the time given. Root only.
+    Pause(PauseArgs),
+    /// End pauses (all of them, when no unit is named): the next run repairs the units.
+    Resume(ResumeArgs),
     /// Generate a minisign key pair for signing policies.
     Keygen(KeygenArgs),
     /// Sign a policy: writes POLICY.wasm.minisig beside it.
@@ -202,6 +207,51 @@ pub struct PushArgs {
 
     #[command(flatten)]
     pub config: ConfigArg,
+}
+
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// Units, as a policy names them (web, web.service, db.socket). With none: every unit.
+    #[arg(value_name = "UNIT")]
+    pub units: Vec<String>,
+
+    /// How long the pause lasts (30s, 10m, 2h, 1day) [default: until `host resume`].
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_pause_length)]
+    pub length: Option<std::time::Duration>,
+
+    #[command(flatten)]
+    pub state_flags: StateFlags,
+
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Units whose pause ends. With none: every pause ends.
+    #[arg(value_name = "UNIT")]
+    pub units: Vec<String>,
+
+    #[command(flatten)]
+    pub state_flags: StateFlags,
+
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+/// `--for`: a humantime duration, more than a second and at most a year.
+fn parse_pause_length(given: &str) -> Result<std::time::Duration, String> {
+    let length = humantime::parse_duration(given)
+        .map_err(|e| format!("{e} (durations look like 30s, 10m, 2h or 1day)"))?;
+    if length < std::time::Duration::from_secs(1) {
+        return Err("a pause lasts at least 1s".to_owned());
+    }
+    if length > std::time::Duration::from_secs(366 * 24 * 3600) {
+        return Err(
+            "a pause lasts at most a year; without --for it lasts until `host resume`".to_owned(),
+        );
+    }
+    Ok(length)
 }
 
 #[derive(Debug, Args)]

@@ -15,6 +15,7 @@ pub mod contract;
 pub mod fs_safety;
 pub mod guest;
 pub mod interrupt;
+pub mod left_alone;
 pub mod limits;
 pub mod lock;
 pub mod logging;

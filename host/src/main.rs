@@ -29,6 +29,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Run(args) => commands::run::execute(args),
         Command::Watch(args) => commands::watch::execute(args),
+        Command::Pause(args) => commands::pause::pause(args),
+        Command::Resume(args) => commands::pause::resume(args),
         Command::Keygen(args) => commands::keygen::execute(args),
         Command::Sign(args) => commands::sign::execute(args),
         Command::Push(args) => commands::push::execute(args),

@@ -158,6 +158,11 @@ fn exit_status(command: Option<&str>) -> &'static [(&'static str, &'static str)]
             ("1", "a unit could not be read (it is said on its line), the last run failed, or the command could not run"),
             ("2", "a mistake on the command line"),
         ],
+        Some("pause" | "resume") => &[
+            ("0", "the pauses were written (and are listed)"),
+            ("1", "not root, a unit name systemd would refuse, a damaged paused.json, or resuming one unit while every unit is paused"),
+            ("2", "a mistake on the command line (a --for that is not a duration)"),
+        ],
         Some("verify") => &[
             ("0", "valid: signed by a trusted key for this file name, and not older than what this machine accepted"),
             ("1", "invalid, or valid but refused by this machine's rollback record (the reason is printed), or the file or reference could not be read"),
@@ -190,7 +195,7 @@ fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
         None | Some("run" | "watch") => &[
             CONFIG,
             KEYS,
-            ("/var/lib/policy-host/", "what is remembered between runs, root-only (state_dir): versions.json (the newest signature accepted per key and file name: rollback protection) and subscriptions.json (what each subscribed reference looked like)"),
+            ("/var/lib/policy-host/", "what is remembered between runs, root-only (state_dir): versions.json (the newest signature accepted per key and file name: rollback protection), subscriptions.json (what each subscribed reference looked like) and paused.json (the units host pause leaves alone)"),
             ("/var/cache/policy-host/", "compiled policies and verified registry artifacts, root-only (cache_dir)"),
             ("/run/policy-host/lock", "the lock that keeps two runs from interleaving (lock_file)"),
             LOGINS,
@@ -207,6 +212,10 @@ fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
             LOGINS,
         ],
         Some("inspect") => &[CONFIG, KEYS, LOGINS],
+        Some("pause" | "resume") => &[
+            CONFIG,
+            ("/var/lib/policy-host/paused.json", "the pauses in force (state_dir): every run and a watch read them"),
+        ],
         Some("push") => &[CONFIG, LOGINS],
         Some(_) => &[],
     }
@@ -245,6 +254,10 @@ const EXAMPLES: &[(Option<&str>, &str, &str)] = &[
     (Some("run"), "{name} run", "host.toml's [[policy]] list"),
     (Some("watch"), "{name} watch", "host.toml's [[policy]] list, repaired within a second of any drift"),
     (Some("watch"), "{name} watch web.wasm --settings site.yaml", "one policy, as run takes it"),
+    (Some("pause"), "{name} pause web --for 30m", "runs leave web.service alone for half an hour (a stop by hand stays)"),
+    (Some("pause"), "{name} pause", "every unit, until host resume"),
+    (Some("resume"), "{name} resume web", "web's pause ends: the next run repairs it"),
+    (Some("resume"), "{name} resume", "every pause ends"),
     (Some("status"), "{name} status", "the last run (host.toml's report_file), its sources, the timer's next run, and the units it managed"),
     (Some("status"), "{name} status web nginx.service", "is-active and is-enabled, as systemd says them"),
     (Some("status"), "{name} status --json web", "the same, as JSON"),

@@ -6,6 +6,7 @@ pub mod keygen;
 mod last_run;
 pub mod new_policy;
 mod password;
+pub mod pause;
 pub mod push;
 pub mod run;
 pub mod sign;

@@ -70,6 +70,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
         settle: std::time::Duration::ZERO,
         // A report of the units as they are, pending jobs included.
         await_unit_jobs: false,
+        left_alone: crate::left_alone::LeftAlone::default(),
     });
     // No unit named: the overview, and the units of the last run.
     let overview = args.names.is_empty();

@@ -65,6 +65,7 @@ impl ResourceEvent {
             source: Source::Policy,
             watch: WatchReport::default(),
             journal: Vec::new(),
+            left_alone: None,
         })
     }
 

@@ -23,6 +23,7 @@
 //!
 //! What comes out holds no contract type, so the `report` module only renders.
 
+use crate::left_alone::{LeftAlone, LeftAloneEvent};
 use serde::{Serialize, Serializer};
 
 use crate::contract;
@@ -108,6 +109,11 @@ pub struct ResourceEvent {
     /// (the unit's text, escaped when shown; never the policy's).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub journal: Vec<Untrusted>,
+    /// Set when the service's unit is left alone (paused by the operator,
+    /// held back after a crash loop): changes the host refused for that
+    /// reason are said here, and are not a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_alone: Option<LeftAloneEvent>,
 }
 
 /// What the host takes from one run of a guest.
@@ -168,6 +174,34 @@ impl GuestOutcome {
     /// (`guest/subscriptions.rs`).
     pub fn watch(&mut self, survey: &Survey) {
         self.room = subscriptions::annotate(&mut self.resources, survey, self.room);
+    }
+
+    /// Says of each service whose unit is in `set` that it was left alone,
+    /// and why in the host's words, whether or not the run refused it
+    /// anything (a paused unit is said paused in every run's report).
+    pub fn left_alone(&mut self, set: &LeftAlone) {
+        if set.is_empty() {
+            return;
+        }
+        for event in &mut self.resources {
+            let Some(unit) = event
+                .resource
+                .strip_prefix("service#")
+                .and_then(crate::provider::unit_name::mangle)
+            else {
+                continue;
+            };
+            let Some(reason) = set.reason(&unit) else {
+                continue;
+            };
+            let said = event.left_alone.get_or_insert_with(|| LeftAloneEvent {
+                kind: reason.kind,
+                why: String::new(),
+                would: Vec::new(),
+            });
+            said.kind = reason.kind;
+            said.why.clone_from(&reason.why);
+        }
     }
 }
 

@@ -4,10 +4,11 @@
 //! every disagreement named as a failure of the resource; and an event of
 //! its own for every unit the host changed that the report left out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Final, ResourceEvent, Source, WatchReport};
 use crate::contract::{Done, ErrorKind, Operation};
+use crate::left_alone::LeftAloneEvent;
 use crate::provider::{Call, CallRecord, Outcome, UnitState};
 use crate::text::Untrusted;
 
@@ -23,6 +24,10 @@ pub(super) struct HostRecord {
     /// Mutating operations that failed (a start whose unit did not stay
     /// up among them), with the host's message and the unit's journal.
     failed: BTreeMap<String, Vec<FailedCall>>,
+    /// Changes the guard refused because the unit is left alone.
+    left_alone: BTreeMap<String, LeftAloneEvent>,
+    /// Services a status of failed.
+    status_failed: BTreeSet<String>,
 }
 
 /// A mutating call the host made that failed.
@@ -45,10 +50,28 @@ impl HostRecord {
             if !call.outcome.is_ok() {
                 // A unit a later status found gone (a transient unit after
                 // its stop) has no last state any more.
-                if operation == Operation::Status
-                    && call.outcome == Outcome::Failed(ErrorKind::NotFound)
-                {
-                    record.last_state.remove(service);
+                if operation == Operation::Status {
+                    record.status_failed.insert(service.to_owned());
+                    if call.outcome == Outcome::Failed(ErrorKind::NotFound) {
+                        record.last_state.remove(service);
+                    }
+                }
+                if let (true, Some(kind)) = (operation.is_mutating(), call.left_alone) {
+                    let refused =
+                        record
+                            .left_alone
+                            .entry(service.to_owned())
+                            .or_insert_with(|| LeftAloneEvent {
+                                kind,
+                                why: call
+                                    .error
+                                    .as_ref()
+                                    .map(|e| e.as_raw().to_owned())
+                                    .unwrap_or_default(),
+                                would: Vec::new(),
+                            });
+                    refused.would.push(operation);
+                    continue;
                 }
                 if operation.is_mutating() && call.outcome != Outcome::Failed(ErrorKind::Denied) {
                     record
@@ -145,6 +168,7 @@ fn confirmed(mut event: ResourceEvent, host: &mut HostRecord) -> ResourceEvent {
             }
         }
     }
+    let other_failures = !failed_calls.is_empty() || host.status_failed.contains(&name);
     event.journal = failed_calls.into_iter().flat_map(|f| f.journal).collect();
     let unreported: Vec<Done> = executed
         .iter()
@@ -180,6 +204,16 @@ fn confirmed(mut event: ResourceEvent, host: &mut HostRecord) -> ResourceEvent {
     event.final_state = found;
     event.noop_message = None;
     event.source = Source::Host;
+    // Changes refused only because the unit is left alone are what the
+    // operator or the hold asked for: said, not failed. The policy's
+    // errors were its account of that refusal.
+    if let Some(refused) = host.left_alone.remove(&name) {
+        if problems.is_empty() && !other_failures {
+            event.failed = false;
+            event.errors.clear();
+        }
+        event.left_alone = Some(refused);
+    }
     event.failed |= !problems.is_empty();
     event
         .errors
@@ -223,6 +257,7 @@ fn unreported(mut host: HostRecord, report_incomplete: bool) -> Vec<ResourceEven
                 .into_iter()
                 .flat_map(|f| f.journal)
                 .collect(),
+            left_alone: None,
         });
     }
     events

@@ -183,6 +183,7 @@ mod tests {
             source: Source::Host,
             watch: WatchReport::default(),
             journal: Vec::new(),
+            left_alone: None,
         }
     }
 

@@ -14,6 +14,7 @@ fn call(operation: Operation, service: &str, state: Option<(bool, bool)>) -> Cal
         error: None,
         state: state.map(|(running, enabled)| UnitState { running, enabled }),
         journal: Vec::new(),
+        left_alone: None,
         duration: Duration::ZERO,
     }
 }
@@ -194,4 +195,54 @@ fn a_noop_run_keeps_the_policys_claims_and_says_whose_they_are() {
         web.noop_message.as_ref().map(Untrusted::as_raw),
         Some("Would have started")
     );
+}
+
+/// A change refused only because the unit is left alone is said, not a
+/// failure; any other failure of the unit still fails it.
+#[test]
+fn a_refusal_of_a_unit_left_alone_is_said_and_other_failures_still_fail() {
+    use crate::left_alone::Kind;
+    let mut start = call(Operation::Start, "web", None);
+    start.outcome = Outcome::Failed(ErrorKind::Denied);
+    start.error = Some(Untrusted::new(
+        "start web refused: held back after 3 starts within 60s (a crash loop)",
+    ));
+    start.left_alone = Some(Kind::Held);
+    let mut failed_event = event("web", &[Action::Enabled], None);
+    failed_event.failed = true;
+    failed_event.errors = vec!["start web.service failed: refused".into()];
+    let calls = [
+        call(Operation::Status, "web", Some((false, false))),
+        call(Operation::Enable, "web", None),
+        start.clone(),
+    ];
+    let out = outcome(vec![failed_event.clone()], &calls);
+    let web = &out.resources[0];
+    assert!(!web.failed, "{web:?}");
+    assert!(web.errors.is_empty(), "{:?}", web.errors);
+    assert_eq!(web.actions, [Done::Enabled], "the enable happened");
+    let alone = web.left_alone.as_ref().expect("said left alone");
+    assert_eq!(
+        (alone.kind, &alone.would[..]),
+        (Kind::Held, &[Operation::Start][..])
+    );
+    let summary = crate::report::Summary::of_events(&out.resources);
+    assert_eq!(
+        (summary.left_alone, summary.failed, summary.changed),
+        (1, 0, 0)
+    );
+
+    // The same refusal beside a status that failed: a failure.
+    let mut status = call(Operation::Status, "web", None);
+    status.outcome = Outcome::Failed(ErrorKind::TimedOut);
+    let out = outcome(vec![failed_event], &[status, start]);
+    assert!(out.resources[0].failed);
+    assert!(out.resources[0].left_alone.is_some());
+    // An unmarked denial (noop, the allowlist) is no pause.
+    let mut denied = call(Operation::Start, "web", None);
+    denied.outcome = Outcome::Failed(ErrorKind::Denied);
+    let mut failed = event("web", &[], None);
+    failed.failed = true;
+    let out = outcome(vec![failed], &[denied]);
+    assert!(out.resources[0].failed && out.resources[0].left_alone.is_none());
 }

@@ -49,6 +49,7 @@ pub fn systemd_with(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Sy
         timeout: config.timeout,
         jobs: config.jobs,
         settle: config.settle,
+        left_alone: config.left_alone.clone(),
     };
     Guarded::over(SystemdBackend::new(&config, runner), guard)
 }
@@ -137,6 +138,11 @@ pub struct CallRecord {
     /// unit wrote to the journal (the unit's text: escaped when shown).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub journal: Vec<crate::text::Untrusted>,
+    /// Set when the guard refused the change because the unit is left
+    /// alone (`paused` by the operator, `held` back after a crash loop):
+    /// the report says so instead of a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_alone: Option<crate::left_alone::Kind>,
     #[serde(rename = "duration_ms", serialize_with = "as_millis")]
     pub duration: Duration,
 }

@@ -364,6 +364,25 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
             thousands(all_recorded)
         )
     };
+    // Left alone: how and why, what was refused, what was done anyway
+    // (a held unit may still be enabled).
+    if let Some(alone) = &r.left_alone {
+        let refused: Vec<&str> = alone.would.iter().map(|op| op.verb()).collect();
+        let refused = match &refused[..] {
+            [] => String::new(),
+            ops => format!("; refused: {}", ops.join(", ")),
+        };
+        let done = if r.actions.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", joined_words(&r.actions))
+        };
+        return style.yellow(&format!(
+            "{}: {}{refused}{done}",
+            alone.kind,
+            one_line(&alone.why)
+        ));
+    }
     // Said only where nothing happened: that is when an operator asks why.
     if let Some(message) = &r.noop_message {
         return style.yellow(&format!("{message}{because}"));
@@ -388,8 +407,12 @@ fn resource_counts(s: &Summary, changed: &str) -> String {
     } else {
         "resources"
     };
+    let left_alone = match s.left_alone {
+        0 => String::new(),
+        n => format!(", {n} left alone"),
+    };
     format!(
-        "{} {resources}, {} {changed}, {} failed{after}, {} unchanged",
+        "{} {resources}, {} {changed}, {} failed{after}{left_alone}, {} unchanged",
         s.resources, s.changed, s.failed, s.unchanged
     )
 }
@@ -481,6 +504,7 @@ mod tests {
             source: Source::Host,
             watch,
             journal: Vec::new(),
+            left_alone: None,
         }
     }
 

@@ -25,12 +25,22 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
     };
     gauge(
         "policy_host_resources",
-        "Resources in the last run, by outcome (changed, failed and unchanged add up to total; a resource that failed after changes counts as failed).",
+        "Resources in the last run, by outcome (changed, failed, left_alone and unchanged add up to total; a resource that failed after changes counts as failed; left_alone: its unit paused by the operator or held back after a crash loop).",
         &[
             ("{state=\"total\"}", count(|s| s.resources) as f64),
             ("{state=\"changed\"}", count(|s| s.changed) as f64),
             ("{state=\"failed\"}", count(|s| s.failed) as f64),
+            ("{state=\"left_alone\"}", count(|s| s.left_alone) as f64),
             ("{state=\"unchanged\"}", count(|s| s.unchanged) as f64),
+        ],
+    );
+    let [paused, held] = left_alone_by_kind(report);
+    gauge(
+        "policy_host_units_left_alone",
+        "Resources of the last run whose unit was left alone, by why: paused (host pause) or held (held back after 3 starts within 60 s, a crash loop).",
+        &[
+            ("{reason=\"paused\"}", paused as f64),
+            ("{reason=\"held\"}", held as f64),
         ],
     );
     gauge(
@@ -78,6 +88,17 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         &[("", f64::from(u8::from(summary.is_some_and(|s| s.success))))],
     );
     out
+}
+
+/// Resources left alone in `report`: paused, held.
+fn left_alone_by_kind(report: Option<&Report>) -> [usize; 2] {
+    let mut counts = [0; 2];
+    for run in report.map(Report::runs).into_iter().flatten() {
+        for alone in run.resources.iter().filter_map(|r| r.left_alone.as_ref()) {
+            counts[usize::from(alone.kind == crate::left_alone::Kind::Held)] += 1;
+        }
+    }
+    counts
 }
 
 /// One sample: its labels (`{a="b"}`) and its value.
@@ -306,6 +327,7 @@ mod tests {
                 ..WatchReport::default()
             },
             journal: Vec::new(),
+            left_alone: None,
         };
         let mut report = run("web.wasm", source("/p.wasm", "sha256:aa", false), None);
         report.resources = vec![

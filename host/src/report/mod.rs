@@ -96,7 +96,7 @@ pub struct ProviderInfo {
 }
 
 /// What a run did, in parts that add up: every resource is exactly one of
-/// `changed`, `failed` or `unchanged`.
+/// `changed`, `failed`, `left_alone` or `unchanged`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub resources: usize,
@@ -107,6 +107,9 @@ pub struct Summary {
     /// Of the failed ones, those that changed something before failing
     /// (the changes are real: a later run starts from them).
     pub failed_after_changes: usize,
+    /// Resources whose unit was left alone (paused by the operator, held
+    /// back after a crash loop) and that did not fail otherwise.
+    pub left_alone: usize,
     pub unchanged: usize,
     /// Policies that failed as a whole (a policy-level error, a limit, a
     /// trap), whatever their resources say: a policy that failed before
@@ -114,6 +117,34 @@ pub struct Summary {
     pub policies_failed: usize,
     pub duration_ms: f64,
     pub success: bool,
+}
+
+impl Summary {
+    /// The counts of `resources`, as one policy's run: no policy-level
+    /// failure, no duration, success when none failed.
+    pub fn of_events(resources: &[crate::guest::ResourceEvent]) -> Self {
+        let failed = resources.iter().filter(|r| r.failed).count();
+        Summary {
+            resources: resources.len(),
+            changed: resources
+                .iter()
+                .filter(|r| r.changed && !r.failed && r.left_alone.is_none())
+                .count(),
+            failed,
+            failed_after_changes: resources.iter().filter(|r| r.changed && r.failed).count(),
+            left_alone: resources
+                .iter()
+                .filter(|r| !r.failed && r.left_alone.is_some())
+                .count(),
+            unchanged: resources
+                .iter()
+                .filter(|r| !r.changed && !r.failed && r.left_alone.is_none())
+                .count(),
+            policies_failed: 0,
+            duration_ms: 0.0,
+            success: failed == 0,
+        }
+    }
 }
 
 /// Everything one `host run` of one policy produced.
@@ -164,18 +195,11 @@ impl RunReport {
             failure,
             ..
         } = record.outcome;
-        let failed = resources.iter().filter(|r| r.failed).count();
         let policy_failed = !errors.is_empty() || failure.is_some();
-        let summary = Summary {
-            resources: resources.len(),
-            changed: resources.iter().filter(|r| r.changed && !r.failed).count(),
-            failed,
-            failed_after_changes: resources.iter().filter(|r| r.changed && r.failed).count(),
-            unchanged: resources.iter().filter(|r| !r.changed && !r.failed).count(),
-            policies_failed: usize::from(policy_failed),
-            duration_ms: millis(record.duration),
-            success: failed == 0 && !policy_failed,
-        };
+        let mut summary = Summary::of_events(&resources);
+        summary.policies_failed = usize::from(policy_failed);
+        summary.duration_ms = millis(record.duration);
+        summary.success = summary.failed == 0 && !policy_failed;
         Self {
             policy: record.policy,
             source: record.source,
@@ -271,6 +295,7 @@ impl Report {
             changed: sum(|s| s.changed),
             failed: sum(|s| s.failed),
             failed_after_changes: sum(|s| s.failed_after_changes),
+            left_alone: sum(|s| s.left_alone),
             unchanged: sum(|s| s.unchanged),
             policies_failed: sum(|s| s.policies_failed),
             duration_ms: reports.iter().map(|r| r.summary.duration_ms).sum(),

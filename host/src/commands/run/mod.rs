@@ -17,6 +17,7 @@ mod outputs;
 mod plan;
 mod session;
 
+use crate::left_alone::LeftAlone;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -135,12 +136,19 @@ pub(crate) use plan::Inputs;
 /// policy). The report and metrics files are written as a timer run writes
 /// them, when a policy ran; nothing is printed. An `Err` means no run could
 /// happen (host.toml or a flag is wrong, the lock is not free).
+/// `held`: the units the watch holds back after a crash loop.
 /// `--refresh` counts for the first run only (`first`): a watch that took it
 /// at every run would restart its subscribers at every run, and its own
 /// restarts would wake it again.
-pub(crate) fn cycle(args: &RunArgs, selection: &Selection, first: bool) -> anyhow::Result<Cycled> {
+pub(crate) fn cycle(
+    args: &RunArgs,
+    selection: &Selection,
+    first: bool,
+    held: LeftAlone,
+) -> anyhow::Result<Cycled> {
     let started = Instant::now();
     let mut request = Request::of(args);
+    request.held = held;
     if !first {
         request.refresh.clear();
     }

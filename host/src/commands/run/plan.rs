@@ -6,6 +6,7 @@
 //! typed values once): everything after it takes the [`Request`], the
 //! [`Outputs`] and the resolved settings.
 
+use crate::left_alone::LeftAlone;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -70,6 +71,8 @@ pub(super) struct Request {
     pub(super) printed: Printed,
     /// `--detailed-exitcodes`: 0/2/4/6.
     pub(super) detailed_exitcodes: bool,
+    /// Units a watch holds back after a crash loop (none for `host run`).
+    pub(super) held: LeftAlone,
 }
 
 impl Request {
@@ -89,6 +92,7 @@ impl Request {
                 (false, false, false) => Printed::Human(Verbosity::Normal),
             },
             detailed_exitcodes: args.detailed_exitcodes,
+            held: LeftAlone::default(),
         }
     }
 
@@ -123,6 +127,8 @@ pub(crate) struct Inputs {
     pub(crate) watch_paths: WatchPaths,
     /// Policy directories: a policy added to one is a new policy.
     pub(crate) policy_dirs: Vec<PathBuf>,
+    /// The operator's pauses (`paused.json`): a resume is a repair to make.
+    pub(crate) pauses: PathBuf,
 }
 
 pub(super) struct Plan<'a> {
@@ -211,6 +217,10 @@ impl<'a> Plan<'a> {
             trusted_keys_dir: self.trust.keys_dir.clone(),
             watch_paths: self.settings.watch_paths.clone(),
             policy_dirs: policy_dirs(args),
+            pauses: self
+                .settings
+                .state_dir
+                .join(crate::left_alone::pause::FILE_NAME),
         }
     }
 

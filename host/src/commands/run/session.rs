@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use anyhow::bail;
 
@@ -11,6 +11,8 @@ use crate::atomic_file;
 use crate::contract::{ErrorKind, RunOptions};
 use crate::guest::GuestOutcome;
 use crate::interrupt;
+use crate::left_alone::pause::Pauses;
+use crate::left_alone::LeftAlone;
 use crate::lock::RunLock;
 use crate::provider::{Provider, SystemdConfig};
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
@@ -34,6 +36,8 @@ pub(super) struct Session<'a> {
     provider: Box<dyn Provider>,
     /// The fingerprints of the subscriptions' files and packages.
     records: Records,
+    /// The units this run leaves alone (paused, held back).
+    left_alone: LeftAlone,
 }
 
 impl<'a> Session<'a> {
@@ -76,6 +80,10 @@ impl<'a> Session<'a> {
             )?;
         }
         let records = Records::open(&settings.state_dir)?;
+        // The operator's pauses, read under the lock, and the watch's holds.
+        let (_, pauses) = Pauses::open(&settings.state_dir)?;
+        let mut left_alone = pauses.in_force(SystemTime::now());
+        left_alone.extend(request.held.clone());
         let systemctl = crate::provider::systemctl_on_path();
         let provider = Box::new(crate::provider::systemd(SystemdConfig {
             systemctl,
@@ -86,6 +94,7 @@ impl<'a> Session<'a> {
             jobs: settings.jobs,
             settle: settings.settle,
             await_unit_jobs: true,
+            left_alone: left_alone.clone(),
         }));
         Ok(Self {
             plan,
@@ -93,6 +102,7 @@ impl<'a> Session<'a> {
             lock,
             provider,
             records,
+            left_alone,
         })
     }
 
@@ -108,6 +118,7 @@ impl<'a> Session<'a> {
             lock,
             mut provider,
             records,
+            left_alone,
         } = self;
         let names: BTreeSet<String> = run
             .policies
@@ -145,8 +156,11 @@ impl<'a> Session<'a> {
             let key = policy.key.clone();
             let (report, references);
             (report, references, provider) = run_one(
-                plan,
-                &run.runtime,
+                Shared {
+                    plan,
+                    runtime: &run.runtime,
+                    left_alone: &left_alone,
+                },
                 policy,
                 options,
                 provider,
@@ -260,15 +274,27 @@ fn finish(
 /// applies anything, its subscriptions' files and packages are compared with
 /// what `watching` recorded; afterwards, what its apply made good is
 /// recorded there. Also hands back the references its services subscribe to.
+/// What every policy of a run shares.
+struct Shared<'r> {
+    plan: &'r Plan<'r>,
+    runtime: &'r PolicyRuntime,
+    /// The units the run leaves alone (paused, held back).
+    left_alone: &'r LeftAlone,
+}
+
 fn run_one(
-    plan: &Plan<'_>,
-    runtime: &PolicyRuntime,
+    shared: Shared<'_>,
     policy: ReadyPolicy,
     options: RunOptions,
     provider: Box<dyn Provider>,
     started: Instant,
     watching: &mut Watching,
 ) -> anyhow::Result<(RunReport, BTreeSet<String>, Box<dyn Provider>)> {
+    let Shared {
+        plan,
+        runtime,
+        left_alone,
+    } = shared;
     let ReadyPolicy {
         key: _,
         admitted,
@@ -315,6 +341,7 @@ fn run_one(
         plan.settings.limits.report_bytes,
     );
     outcome.watch(&survey);
+    outcome.left_alone(left_alone);
     let report = RunReport::new(RunRecord {
         policy: admitted.name,
         source: admitted.source,

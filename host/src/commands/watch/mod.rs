@@ -24,7 +24,7 @@ mod signals;
 mod targets;
 mod wake;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -32,7 +32,12 @@ use anyhow::Context as _;
 
 use crate::cli::RunArgs;
 use crate::commands::run::{self, Cycled, Selection};
+use crate::contract::{ErrorKind, Operation};
+use crate::left_alone::backoff::{self, Backoff};
+use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
+use crate::provider::{unit_name, Call, Outcome};
 use crate::report::Report;
+use crate::service_name::CheckedName;
 
 use self::journal::{Line, Lines};
 use self::targets::{Followed, Targets};
@@ -86,6 +91,9 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
             ready = true;
         }
         let mut pending = Pending::default();
+        for (until, cause, keys) in watch.hold_ends(Instant::now()) {
+            pending.add(keys, cause, until.checked_sub(DEBOUNCE).unwrap_or(until));
+        }
         if retry {
             pending.add(
                 match &due.selection {
@@ -168,6 +176,8 @@ struct Watch {
     targets: Targets,
     /// Policies refused, with the message said (each said once).
     refused: BTreeMap<String, String>,
+    /// The starts the watch made of each unit, and the holds they began.
+    backoff: Backoff,
     /// The last error of a run that could not happen (said once).
     failed: Option<String>,
     last_repair: Option<String>,
@@ -180,6 +190,7 @@ impl Watch {
             lines,
             targets: Targets::default(),
             refused: BTreeMap::new(),
+            backoff: Backoff::default(),
             failed: None,
             last_repair: None,
             runs: 0,
@@ -191,7 +202,9 @@ impl Watch {
     fn run(&mut self, args: &RunArgs, due: &Due) -> bool {
         self.runs += 1;
         let cause = due.causes.join(", ");
-        match run::cycle(args, &due.selection, self.runs == 1) {
+        let now = Instant::now();
+        self.backoff.forget_healthy(now);
+        match run::cycle(args, &due.selection, self.runs == 1, self.held(now)) {
             Ok(cycled) => {
                 if self.failed.take().is_some() {
                     self.lines.note("runs happen again");
@@ -233,7 +246,93 @@ impl Watch {
             if let Some(repair) = log_changes(&self.lines, report, cause) {
                 self.last_repair = Some(repair);
             }
+            self.count_starts(report, cause);
         }
+    }
+
+    /// Counts the starts and restarts the run made (tried, whatever came
+    /// of them: a crash loop's starts fail); says each hold that begins.
+    fn count_starts(&mut self, report: &Report, cause: &str) {
+        let now = Instant::now();
+        for run in report.runs() {
+            for call in &run.calls {
+                let (Call::Guest(Operation::Start | Operation::Restart), Some(service)) =
+                    (call.operation, &call.service)
+                else {
+                    continue;
+                };
+                let tried = matches!(
+                    call.outcome,
+                    Outcome::Ok
+                        | Outcome::Failed(
+                            ErrorKind::CommandFailed | ErrorKind::TimedOut | ErrorKind::NotFound
+                        )
+                );
+                let Some(unit) = CheckedName::check(service.as_raw())
+                    .ok()
+                    .and_then(|name| unit_name::mangle(name.as_str()))
+                else {
+                    continue;
+                };
+                if !tried {
+                    continue;
+                }
+                if let Some(hold) = self.backoff.started(&unit, now) {
+                    let text = format!(
+                        "{}: {unit}: held back for {}: the host started it {} times within {}s \
+                         (a crash loop); no start before {}; cause: {cause}",
+                        run.policy,
+                        humantime::format_duration(hold.length),
+                        hold.recent_starts,
+                        backoff::WINDOW.as_secs(),
+                        humantime::format_rfc3339_seconds(
+                            SystemTime::now() + hold.until.saturating_duration_since(now)
+                        ),
+                    );
+                    self.lines.say(&Line {
+                        policy: &run.policy,
+                        unit: Some(&unit),
+                        action: "held",
+                        cause,
+                        text: &text,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The units held back at `now`, as the next run leaves them alone.
+    fn held(&self, now: Instant) -> LeftAlone {
+        let mut held = LeftAlone::default();
+        for (unit, until) in self.backoff.held(now) {
+            let until = SystemTime::now() + until.saturating_duration_since(now);
+            held.insert(
+                unit.to_owned(),
+                Reason {
+                    kind: Kind::Held,
+                    until: Some(until),
+                    why: format!(
+                        "held back after {} starts within {}s (a crash loop) {}",
+                        backoff::STARTS,
+                        backoff::WINDOW.as_secs(),
+                        until_words(Some(until))
+                    ),
+                },
+            );
+        }
+        held
+    }
+
+    /// When each hold ends, with the policies of its unit: a run then, so
+    /// that a unit that stays down is started again without another event.
+    fn hold_ends(&self, now: Instant) -> Vec<(Instant, String, Option<BTreeSet<String>>)> {
+        self.backoff
+            .held(now)
+            .map(|(unit, until)| {
+                let (keys, _) = self.targets.concerned(&Wake::Unit(unit.to_owned()));
+                (until, format!("the hold of {unit} ended"), keys)
+            })
+            .collect()
     }
 
     /// The paths to follow; before any run could read host.toml, host.toml
@@ -260,6 +359,10 @@ impl Watch {
         let mut status = format!("watching {policies} policies, {units} units");
         if !self.refused.is_empty() {
             status.push_str(&format!("; {} refused", self.refused.len()));
+        }
+        let held = self.backoff.held(Instant::now()).count();
+        if held > 0 {
+            status.push_str(&format!("; {held} held back"));
         }
         if let Some(repair) = &self.last_repair {
             status.push_str("; last: ");

@@ -119,6 +119,7 @@ impl Targets {
             }
         }
         follow(inputs.config.clone(), false, None);
+        follow(inputs.pauses.clone(), false, None);
         for key in &inputs.trusted_keys {
             follow(key.clone(), false, None);
         }
@@ -202,6 +203,7 @@ mod tests {
             trusted_keys_dir: "/etc/policy-host/trusted-keys".into(),
             watch_paths: WatchPaths::new(&["/etc".to_owned()]).unwrap(),
             policy_dirs: vec![],
+            pauses: "/var/lib/policy-host/paused.json".into(),
         }
     }
 

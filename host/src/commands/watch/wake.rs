@@ -58,7 +58,9 @@ impl Pending {
             Some(keys) => self.keys.extend(keys),
             None => self.all = true,
         }
-        self.first.get_or_insert(now);
+        // The earliest: a wake planned for later (a retry, a hold's end)
+        // does not delay one that came now.
+        self.first = Some(self.first.map_or(now, |first| first.min(now)));
         if self.causes.len() < NAMED_CAUSES {
             if !self.causes.contains(&cause) {
                 self.causes.push(cause);

@@ -171,6 +171,7 @@ fn guarded(
         timeout,
         jobs,
         settle: Duration::ZERO,
+        left_alone: Default::default(),
     };
     (Guarded::over(backend, guard), seen)
 }

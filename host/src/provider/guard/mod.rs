@@ -9,10 +9,13 @@
 //!    changed since systemd loaded them (over D-Bus, `NeedDaemonReload`);
 //!    then only a status of a unit whose files changed makes it, and that
 //!    unit is read again after it;
-//! 5. noop (a change is refused in a dry run);
-//! 6. the deadline (the per-command timeout, cut at the run's wall clock);
-//! 7. the backend, which talks to systemd;
-//! 8. the record: one [`CallRecord`] per operation, whatever happened.
+//! 5. units left alone: a change of a unit the operator paused, or a start
+//!    of one held back after a crash loop, is refused, and its record says
+//!    so ([`crate::left_alone`]);
+//! 6. noop (a change is refused in a dry run);
+//! 7. the deadline (the per-command timeout, cut at the run's wall clock);
+//! 8. the backend, which talks to systemd;
+//! 9. the record: one [`CallRecord`] per operation, whatever happened.
 //!
 //! It also ends the run: one daemon-reload after enablement changes.
 //!
@@ -47,6 +50,7 @@ use super::backend::{Backend, Budget, Change, JobId};
 use super::liveness::Liveness;
 use super::{Call, CallRecord, Outcome, Provider, UnitAllowlist, UnitState};
 use crate::contract::{JobOutcome, Operation, Progress, ProviderError, ServiceStatus};
+use crate::left_alone::LeftAlone;
 use crate::service_name::{quote, CheckedName};
 use crate::text::Untrusted;
 
@@ -66,6 +70,9 @@ pub struct Guard {
     /// How long a unit must stay up after its start or restart job ended
     /// for the start to count; zero judges it when the job ends.
     pub settle: Duration,
+    /// Units whose changes are refused for now: paused by the operator,
+    /// held back after a crash loop.
+    pub left_alone: LeftAlone,
 }
 
 /// The settle window of a start or restart whose job ended well.
@@ -150,6 +157,18 @@ impl<B: Backend> Guarded<B> {
             timeout: self.guard.timeout,
             deadline: self.deadline,
         }
+    }
+
+    /// Why `operation` of `unit` is refused for now, if it is: the unit is
+    /// paused or held back ([`LeftAlone`]), by the name systemd knows it by.
+    fn left_alone(
+        &self,
+        unit: &CheckedName,
+        operation: Operation,
+    ) -> Option<(crate::left_alone::Kind, String)> {
+        let systemd_name = crate::provider::unit_name::mangle(unit.as_str())?;
+        let reason = self.guard.left_alone.forbidding(&systemd_name, operation)?;
+        Some((reason.kind, reason.why.clone()))
     }
 
     /// Steps 1 to 3: the name, the allowlist, availability.
@@ -252,6 +271,7 @@ impl<B: Backend> Guarded<B> {
             error: error.map(|e| Untrusted::new(e.message())),
             state: None,
             journal: Vec::new(),
+            left_alone: None,
             duration: started.elapsed(),
         });
         self.calls.last_mut().expect("just recorded")
@@ -312,17 +332,28 @@ impl<B: Backend> Provider for Guarded<B> {
     fn mutate(&mut self, operation: Operation, name: &str) -> Result<Progress, ProviderError> {
         let change = Change::of(operation).expect("mutate is never asked for status");
         let started = Instant::now();
-        let admitted = self
-            .admit(name)
-            .and_then(|unit| self.reload_once().map(|()| unit));
-        let refused = match admitted {
-            Ok(unit) if !self.guard.noop => return self.submit(operation, change, &unit, name),
-            Ok(unit) => {
-                ProviderError::Denied(format!("{operation} {unit} refused: this is a noop run"))
-            }
+        let mut left_alone = None;
+        let refused = match self.admit(name) {
+            Ok(unit) => match self.left_alone(&unit, operation) {
+                // Refused before the reload: a unit left alone makes none.
+                Some((kind, why)) => {
+                    left_alone = Some(kind);
+                    ProviderError::Denied(format!("{operation} {unit} refused: {why}"))
+                }
+                None => match self.reload_once() {
+                    Ok(()) if !self.guard.noop => {
+                        return self.submit(operation, change, &unit, name);
+                    }
+                    Ok(()) => ProviderError::Denied(format!(
+                        "{operation} {unit} refused: this is a noop run"
+                    )),
+                    Err(e) => e,
+                },
+            },
             Err(e) => e,
         };
-        self.record(Call::Guest(operation), Some(name), started, Some(&refused));
+        self.record(Call::Guest(operation), Some(name), started, Some(&refused))
+            .left_alone = left_alone;
         Err(refused)
     }
 

@@ -210,6 +210,7 @@ fn guarded(
         timeout: Duration::from_secs(90),
         jobs: 1,
         settle,
+        left_alone: Default::default(),
     };
     (Guarded::over(backend, guard), seen, start)
 }

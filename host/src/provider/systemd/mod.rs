@@ -55,6 +55,8 @@ pub struct SystemdConfig {
     /// (a run's reads must see the state after it); `host status` only
     /// reports, and does not.
     pub await_unit_jobs: bool,
+    /// Units whose changes the guard refuses for now (paused, held back).
+    pub left_alone: crate::left_alone::LeftAlone,
 }
 
 /// How `status` reads a unit's state.

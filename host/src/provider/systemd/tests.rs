@@ -76,6 +76,7 @@ fn allowing(runner: &ScriptedRunner, noop: bool, allow: Option<UnitAllowlist>) -
             jobs: 1,
             settle: Duration::ZERO,
             await_unit_jobs: true,
+            left_alone: Default::default(),
         },
         Box::new(runner.clone()),
     )
@@ -455,6 +456,7 @@ fn missing_systemctl_makes_every_call_unavailable() {
             jobs: 1,
             settle: Duration::ZERO,
             await_unit_jobs: true,
+            left_alone: Default::default(),
         },
         Box::new(runner.clone()),
     );
