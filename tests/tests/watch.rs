@@ -307,3 +307,216 @@ fn a_subscribed_file_replaced_by_rename_restarts_once_and_an_unsigned_document_i
         journal(&m)
     );
 }
+
+/// How many times the crash-looping unit's process ran.
+fn crash_starts(m: &Machine) -> usize {
+    let out = m
+        .sandbox
+        .exec(&["sh", "-c", "cat /run/wc-crash.starts 2>/dev/null | wc -l"]);
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// The report file the watch's last run wrote.
+fn last_report(m: &Machine) -> serde_json::Value {
+    let out = m.sandbox.exec(&["cat", REPORT]);
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+#[e2e_test(requires = "root, systemd, minisign")]
+fn a_crash_loop_is_held_back_while_another_unit_is_repaired_and_an_upgrade_restarts_once() {
+    let m = machine();
+    m.service("wc-web", true, true);
+    m.install_package("wc-pkg", "1.0");
+    // A daemon that dies as soon as it starts (no Restart=: only the host
+    // starts it again), counting its starts.
+    m.install_units(&[(
+        "wc-crash".to_owned(),
+        "[Service]\nExecStart=/bin/sh -c 'echo start >> /run/wc-crash.starts; exit 3'\n".to_owned(),
+    )]);
+    let manifest = "- service:\n    - wc-web:\n        ensure: running\n        subscribe: [\"package#wc-pkg\"]\n    - wc-crash:\n        ensure: running\n";
+    install_settings(&m, manifest);
+    start_watch(&m, &[]);
+
+    // Started three times within a minute: held back for 10 s.
+    assert!(
+        eventually(Duration::from_secs(30), || said_with(
+            &m,
+            "held back for 10s"
+        )
+        .is_some()),
+        "no hold:\n{}",
+        journal(&m)
+    );
+    let held_at = Instant::now();
+    let starts = crash_starts(&m);
+    assert_eq!(starts, 3, "{}", journal(&m));
+    let line = said_with(&m, "held back for 10s").unwrap();
+    assert!(
+        line.contains("wc-crash.service") && line.contains("3 times within 60s"),
+        "{line}"
+    );
+
+    // Meanwhile another unit's stop is still repaired, and the run that
+    // repairs it says the crash loop held, not failed.
+    m.sandbox.systemctl_ok(&["stop", "wc-web"]);
+    assert!(
+        eventually(Duration::from_secs(5), || m.sandbox.is_active("wc-web")
+            == "active"),
+        "wc-web was not repaired during the hold:\n{}",
+        journal(&m)
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            let report = last_report(&m);
+            let crash = report["resources"]
+                .as_array()
+                .and_then(|r| r.iter().find(|e| e["resource"] == "service#wc-crash"))
+                .cloned()
+                .unwrap_or_default();
+            crash["left_alone"]["kind"] == "held" && crash["failed"] == false
+        }),
+        "{}",
+        last_report(&m)
+    );
+    if held_at.elapsed() < Duration::from_secs(8) {
+        assert_eq!(
+            crash_starts(&m),
+            3,
+            "started during its hold:\n{}",
+            journal(&m)
+        );
+    }
+    // The hold ends: one start, then a hold twice as long.
+    assert!(
+        eventually(Duration::from_secs(20), || said_with(
+            &m,
+            "held back for 20s"
+        )
+        .is_some()),
+        "{}",
+        journal(&m)
+    );
+    assert_eq!(crash_starts(&m), 4, "{}", journal(&m));
+
+    // A package upgrade restarts its subscriber exactly once.
+    let pid = m.sandbox.main_pid("wc-web");
+    m.install_package("wc-pkg", "2.0");
+    assert!(
+        eventually(Duration::from_secs(10), || m.sandbox.main_pid("wc-web")
+            != pid),
+        "wc-web was not restarted after the upgrade:\n{}",
+        journal(&m)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let said = journal(&m);
+    assert_eq!(
+        said.matches("service#wc-web: restarted").count(),
+        1,
+        "one restart, not more:\n{said}"
+    );
+    assert!(said.contains("/var/lib/dpkg/status changed"), "{said}");
+}
+
+#[e2e_test(requires = "root, systemd, minisign")]
+fn a_paused_unit_is_left_alone_by_watch_and_timer_runs_until_resumed() {
+    let m = machine();
+    m.service("wd-web", true, true);
+    install_settings(
+        &m,
+        "- service:\n    - wd-web:\n        ensure: running\n        enable: true\n",
+    );
+    start_watch(&m, &[]);
+    let host = m.host.to_str().unwrap();
+
+    // Only root pauses: an unprivileged user is refused, and nothing is paused.
+    let out = m.sandbox.exec(&[
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        host,
+        "pause",
+        "wd-web",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("run this as root"),
+        "{out:?}"
+    );
+    let out = m
+        .sandbox
+        .exec(&["test", "-e", "/var/lib/policy-host/paused.json"]);
+    assert!(!out.status.success(), "an unprivileged user wrote a pause");
+
+    let out = m.sandbox.exec(&[host, "pause", "wd-web"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("paused wd-web.service until `host resume`"),
+        "{out:?}"
+    );
+    // Maintenance: a stop by hand stays.
+    std::thread::sleep(Duration::from_millis(500));
+    m.sandbox.systemctl_ok(&["stop", "wd-web"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(m.sandbox.is_active("wd-web"), "inactive", "{}", journal(&m));
+    let report = last_report(&m);
+    assert_eq!(report["summary"]["left_alone"], 1, "{report}");
+    assert_eq!(report["summary"]["failed"], 0, "{report}");
+    // A timer's run says so too, and succeeds.
+    let out = m.sandbox.exec(&[
+        host,
+        "run",
+        m.policy.to_str().unwrap(),
+        "--trusted-key",
+        m.trusted_key.to_str().unwrap(),
+        "--settings",
+        SETTINGS,
+        "--detailed-exitcodes",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(
+            "paused: paused by the operator (host pause) until `host resume`; refused: start"
+        ),
+        "{text}"
+    );
+    assert_eq!(m.sandbox.is_active("wd-web"), "inactive");
+    let out = m.sandbox.exec(&[host, "status"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("paused: wd-web.service until `host resume`"),
+        "{out:?}"
+    );
+
+    // Resumed: the watch repairs it at once.
+    let out = m.sandbox.exec(&[host, "resume", "wd-web"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        eventually(Duration::from_secs(5), || m.sandbox.is_active("wd-web")
+            == "active"),
+        "wd-web was not repaired after resume:\n{}",
+        journal(&m)
+    );
+
+    // A pause for a while ends by itself, and the watch repairs then.
+    let out = m.sandbox.exec(&[host, "pause", "--for", "3s", "wd-web"]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    m.sandbox.systemctl_ok(&["stop", "wd-web"]);
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(m.sandbox.is_active("wd-web"), "inactive", "{}", journal(&m));
+    assert!(
+        eventually(Duration::from_secs(8), || m.sandbox.is_active("wd-web")
+            == "active"),
+        "wd-web was not repaired when its pause ended:\n{}",
+        journal(&m)
+    );
+}

@@ -17,8 +17,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::cli::StatusArgs;
+use crate::left_alone::pause::Pauses;
 use crate::provider::{Provider, SystemdConfig};
-use crate::settings::{ConfigFile, OutputFlags, ProviderSettings};
+use crate::settings::{ConfigFile, OutputFlags, ProviderSettings, StateFlags};
 use crate::text::one_line;
 
 use super::last_run::{LastRun, Timer};
@@ -40,6 +41,37 @@ struct UnitStatus {
     error_kind: Option<&'static str>,
 }
 
+/// One pause in force: its unit (none: every unit) and its end.
+#[derive(Debug, Serialize)]
+struct Paused {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unit: Option<String>,
+    /// RFC 3339; none: until `host resume`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<String>,
+}
+
+/// The pauses in force, from the state directory host.toml names; none
+/// when it cannot be read (not root): status reads, it never refuses.
+fn paused(file: &ConfigFile) -> Vec<Paused> {
+    let Ok(state) = StateFlags::default().resolve(file) else {
+        return Vec::new();
+    };
+    let Ok((_, pauses)) = Pauses::open(&state.state_dir) else {
+        return Vec::new();
+    };
+    pauses
+        .listed(std::time::SystemTime::now())
+        .into_iter()
+        .map(|(unit, pause)| Paused {
+            unit: unit.map(str::to_owned),
+            until: pause
+                .until()
+                .map(|at| humantime::format_rfc3339_seconds(at).to_string()),
+        })
+        .collect()
+}
+
 #[derive(Debug, Serialize)]
 struct StatusReport {
     /// With no unit named: the last run, or why it is not known.
@@ -49,6 +81,10 @@ struct StatusReport {
     last_run_unknown: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     timer: Option<Timer>,
+    /// The operator's pauses in force (`host pause`), when the state
+    /// directory could be read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    paused: Vec<Paused>,
     reader: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reader_note: Option<String>,
@@ -99,6 +135,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
         last_run,
         last_run_unknown,
         timer,
+        paused: if overview { paused(&file) } else { Vec::new() },
         reader,
         reader_note: note.map(str::to_owned),
         units,
@@ -169,6 +206,14 @@ impl StatusReport {
         }
         if let Some(timer) = &self.timer {
             out.push_str(&timer.render());
+        }
+        for pause in &self.paused {
+            let _ = writeln!(
+                out,
+                "paused: {} until {} (runs leave it alone)",
+                pause.unit.as_deref().map_or("every unit".into(), one_line),
+                pause.until.as_deref().unwrap_or("`host resume`")
+            );
         }
         if overview && !self.units.is_empty() {
             let _ = writeln!(out, "units of the last run:");

@@ -91,8 +91,15 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
             ready = true;
         }
         let mut pending = Pending::default();
-        for (until, cause, keys) in watch.hold_ends(Instant::now()) {
+        let now = Instant::now();
+        for (until, cause, keys) in watch.hold_ends(now) {
             pending.add(keys, cause, until.checked_sub(DEBOUNCE).unwrap_or(until));
+        }
+        if let Some(end) = watch.pause_ends {
+            // A second late: the pause is over by then, whatever the rounding.
+            let after =
+                end.duration_since(SystemTime::now()).unwrap_or_default() + Duration::from_secs(1);
+            pending.add(None, "a pause ended".to_owned(), now + after);
         }
         if retry {
             pending.add(
@@ -178,6 +185,8 @@ struct Watch {
     refused: BTreeMap<String, String>,
     /// The starts the watch made of each unit, and the holds they began.
     backoff: Backoff,
+    /// When the next of the operator's timed pauses ends: a full run then.
+    pause_ends: Option<SystemTime>,
     /// The last error of a run that could not happen (said once).
     failed: Option<String>,
     last_repair: Option<String>,
@@ -191,6 +200,7 @@ impl Watch {
             targets: Targets::default(),
             refused: BTreeMap::new(),
             backoff: Backoff::default(),
+            pause_ends: None,
             failed: None,
             last_repair: None,
             runs: 0,
@@ -242,6 +252,7 @@ impl Watch {
             .retain(|key, _| cycled.planned.iter().any(|p| &p.key == key));
         self.targets
             .learn(&cycled.planned, &cycled.concerns, &cycled.inputs);
+        self.pause_ends = next_pause_end(&cycled.inputs.pauses);
         if let Some(report) = &cycled.report {
             if let Some(repair) = log_changes(&self.lines, report, cause) {
                 self.last_repair = Some(repair);
@@ -370,6 +381,19 @@ impl Watch {
         }
         status
     }
+}
+
+/// When the next timed pause in `paused.json` ends, if one does; a record
+/// that cannot be read is the runs' to report.
+fn next_pause_end(pauses: &std::path::Path) -> Option<SystemTime> {
+    let dir = pauses.parent()?;
+    let (_, record) = crate::left_alone::pause::Pauses::open(dir).ok()?;
+    let now = SystemTime::now();
+    record
+        .listed(now)
+        .into_iter()
+        .filter_map(|(_, pause)| pause.until())
+        .min()
 }
 
 /// Says one line per resource a run changed or failed (nothing for a run
