@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::settings::{
-    OutputFlags, ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags,
+    OutputFlags, ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags, WatchFlags,
 };
 
 #[derive(Debug, Parser)]
@@ -34,7 +34,7 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Keep applying policies: one full run, then a run of the policies concerned whenever
     /// a unit, file or document they depend on changes (until SIGTERM). Takes what `run` takes.
-    Watch(Box<RunArgs>),
+    Watch(Box<WatchArgs>),
     /// Leave units alone (all of them, when none is named): timer and watch runs refuse
     /// their changes and say "paused" until `host resume` or the time given. Root only.
     Pause(PauseArgs),
@@ -270,6 +270,16 @@ pub struct VerifyArgs {
 
     #[command(flatten)]
     pub registry: RegistryFlags,
+}
+
+/// `host watch`: what `run` takes, and when to run.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub watch_flags: WatchFlags,
 }
 
 #[derive(Debug, Args)]

@@ -23,6 +23,8 @@ pub enum Scope {
     Run,
     /// `run` and `push`: how registries are reached.
     Registry,
+    /// `watch` only: when it runs.
+    Watch,
 }
 
 /// One option of the host, as its flag, host.toml key, help and default.

@@ -57,7 +57,7 @@ pub use declare::{Scope, Setting};
 pub use file::{ConfigFile, PolicyEntry, DEFAULT_CONFIG_FILE};
 pub use options::{
     all_settings, OutputFlags, OutputValues, ProviderFlags, RegistryFlags, RunFlags, StateFlags,
-    TrustFlags,
+    TrustFlags, WatchFlags, WatchValues,
 };
 pub use resolve::{resolve_trust, ProviderSettings, RegistrySettings, RunSettings};
 pub use template::{host_toml_template, BUILT_IN_POLICY_EXAMPLE};

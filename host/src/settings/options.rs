@@ -190,6 +190,26 @@ settings! {
         }
     }
 
+    /// The command-line flags of the settings of `watch` alone: when it runs.
+    Watch: WatchFlags => WatchValues {
+        resync: Seconds {
+            flag: "resync",
+            key: "watch.resync_secs",
+            value_name: "SECS",
+            default: Some("900"),
+            help: "How often a watch makes a full run whatever happened, give or take a tenth \
+                   (it also pulls oci:// sources and checks what could not be watched), in seconds",
+        }
+        debounce: Seconds {
+            flag: "debounce",
+            key: "watch.debounce_secs",
+            value_name: "SECS",
+            default: Some("0.1"),
+            help: "How long a watch gathers events after the first one before it runs (the events \
+                   within it make one run), in seconds",
+        }
+    }
+
     /// The command-line flags of the settings `run` and `push` share: how
     /// registries are reached.
     Registry: RegistryFlags => RegistryValues {
@@ -236,6 +256,7 @@ pub fn all_settings() -> impl Iterator<Item = &'static Setting> {
         .chain(OutputFlags::SETTINGS)
         .chain(RunFlags::SETTINGS)
         .chain(RegistryFlags::SETTINGS)
+        .chain(WatchFlags::SETTINGS)
 }
 
 impl Words for StatusVia {

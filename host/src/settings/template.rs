@@ -28,9 +28,15 @@ pub fn host_toml_template() -> String {
     for s in all_settings().filter(|s| !s.key.contains('.')) {
         write_entry(&mut out, s, s.key);
     }
-    let _ = writeln!(out, "\n[limits]");
-    for s in all_settings().filter(|s| s.key.starts_with("limits.")) {
-        write_entry(&mut out, s, &s.key["limits.".len()..]);
+    for table in ["limits", "watch"] {
+        let _ = writeln!(out, "\n[{table}]");
+        if table == "watch" {
+            out.push_str("# `policy-host watch` (policy-host-watch.service) alone.\n");
+        }
+        let prefix = format!("{table}.");
+        for s in all_settings().filter(|s| s.key.starts_with(&prefix)) {
+            write_entry(&mut out, s, &s.key[prefix.len()..]);
+        }
     }
     out.push_str(
         "\n# The policies `policy-host run` runs, in order: each a signed policy (a file, a directory\n\

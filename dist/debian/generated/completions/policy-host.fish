@@ -111,6 +111,8 @@ complete -c policy-host -n "__fish_policy_host_using_subcommand watch" -l regist
 complete -c policy-host -n "__fish_policy_host_using_subcommand watch" -l insecure-registry -d 'A registry spoken to over plain HTTP, without TLS (a test or an isolated network only); repeatable, adds to the configuration file\'s' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand watch" -l registry-auth -d 'The Docker config.json holding registry logins (its "auths" entries, as `docker login` writes them); without it, $DOCKER_CONFIG/config.json, else /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json' -r -F
 complete -c policy-host -n "__fish_policy_host_using_subcommand watch" -l registry-timeout -d 'The longest one registry request may take, in seconds (never past the run\'s wall clock) [default: 30]' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand watch" -l resync -d 'How often a watch makes a full run whatever happened, give or take a tenth (it also pulls oci:// sources and checks what could not be watched), in seconds [default: 900]' -r
+complete -c policy-host -n "__fish_policy_host_using_subcommand watch" -l debounce -d 'How long a watch gathers events after the first one before it runs (the events within it make one run), in seconds [default: 0.1]' -r
 complete -c policy-host -n "__fish_policy_host_using_subcommand watch" -l log-format -d 'How diagnostics on stderr are written' -r -f -a "human\t''
 json\t''"
 complete -c policy-host -n "__fish_policy_host_using_subcommand watch" -l log-level -d 'The least severe diagnostics shown (error, warn, info, debug, trace); RUST_LOG overrides it' -r

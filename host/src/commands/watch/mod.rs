@@ -3,7 +3,7 @@
 //! SIGINT. Drift is repaired within a second of the event, and nothing is
 //! done while nothing changes: no polling, no D-Bus question, no process.
 //!
-//! - [`wake`]: what wakes a watch, gathered for [`DEBOUNCE`] into one run;
+//! - [`wake`]: what wakes a watch, gathered for `debounce` into one run;
 //! - [`targets`]: what the runs showed each policy concerns (units, files,
 //!   documents) and what every policy reads (host.toml, trusted keys);
 //! - [`bus`]: the managed units' signals over the system bus;
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, WatchArgs};
 use crate::commands::run::{self, Cycled, Selection};
 use crate::contract::{ErrorKind, Operation};
 use crate::left_alone::backoff::{self, Backoff};
@@ -38,16 +38,12 @@ use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
 use crate::provider::{unit_name, Call, Outcome};
 use crate::report::Report;
 use crate::service_name::CheckedName;
+use crate::settings::ConfigFile;
 
 use self::journal::{Line, Lines};
 use self::targets::{Followed, Targets};
 use self::wake::{Due, Pending, Wake};
 
-/// Events within this long of the first one make one run.
-pub const DEBOUNCE: Duration = Duration::from_millis(100);
-/// A full run at least this often (give or take a tenth), which also pulls
-/// `oci://` sources and checks what could not be watched.
-pub const RESYNC: Duration = Duration::from_secs(15 * 60);
 /// The longest a run can take within the host's own bounds (the lock wait
 /// and the wall clock, by default 10 and 15 minutes), for the watchdog.
 const RUN_BOUND: Duration = Duration::from_secs(30 * 60);
@@ -56,7 +52,9 @@ const RUN_BOUND: Duration = Duration::from_secs(30 * 60);
 const RETRY: Duration = Duration::from_secs(5);
 
 /// Watches until SIGTERM or SIGINT; returns the exit code (0).
-pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
+pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
+    let mut timing = Timing::resolve(watch_args).context("reading the watch's settings")?;
+    let args = &watch_args.run;
     let (wakes, woken) = std::sync::mpsc::channel();
     signals::start(wakes.clone()).context("taking SIGTERM, SIGINT and SIGHUP")?;
     let bus = bus::BusWatch::start(wakes.clone()).context("starting to follow the system bus")?;
@@ -71,17 +69,22 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
         selection: Selection::All,
         causes: vec!["start".to_owned()],
     };
-    let mut next_resync = wake::next_resync(Instant::now(), RESYNC, salt);
+    let mut next_resync = wake::next_resync(Instant::now(), timing.resync, salt);
     let mut ready = false;
     loop {
         if let Some(dog) = &watchdog {
             dog.alive_for(RUN_BOUND);
         }
         let retry = watch.run(args, &due);
+        // host.toml may have changed (SIGHUP, or a change the watch saw):
+        // its timing too. A wrong one keeps the last (the run said why).
+        if let Ok(now) = Timing::resolve(watch_args) {
+            timing = now;
+        }
         bus.follow(watch.targets.units());
         files.follow(&watch.followed(args));
         if due.selection == Selection::All {
-            next_resync = wake::next_resync(Instant::now(), RESYNC, salt ^ watch.runs);
+            next_resync = wake::next_resync(Instant::now(), timing.resync, salt ^ watch.runs);
         }
         let status = watch.status();
         if ready {
@@ -93,7 +96,11 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
         let mut pending = Pending::default();
         let now = Instant::now();
         for (until, cause, keys) in watch.hold_ends(now) {
-            pending.add(keys, cause, until.checked_sub(DEBOUNCE).unwrap_or(until));
+            pending.add(
+                keys,
+                cause,
+                until.checked_sub(timing.debounce).unwrap_or(until),
+            );
         }
         if let Some(end) = watch.pause_ends {
             // A second late: the pause is over by then, whatever the rounding.
@@ -108,14 +115,16 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
                     Selection::Only(keys) => Some(keys.clone()),
                 },
                 "a run that could not happen".to_owned(),
-                Instant::now() + RETRY - DEBOUNCE,
+                (Instant::now() + RETRY)
+                    .checked_sub(timing.debounce)
+                    .unwrap_or_else(Instant::now),
             );
         }
         match wait(
             &woken,
             &watch.targets,
             &mut pending,
-            next_resync,
+            (next_resync, timing.debounce),
             watchdog.as_ref(),
         ) {
             Next::Run(next) => due = next,
@@ -130,6 +139,24 @@ pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
     }
 }
 
+/// When a watch runs: `resync` and `debounce`, from the flags, else
+/// host.toml's `[watch]`, else their defaults.
+struct Timing {
+    resync: Duration,
+    debounce: Duration,
+}
+
+impl Timing {
+    fn resolve(args: &WatchArgs) -> anyhow::Result<Self> {
+        let file = ConfigFile::load(args.run.trust.config.path())?;
+        let values = args.watch_flags.resolve(&file)?;
+        Ok(Self {
+            resync: values.resync,
+            debounce: values.debounce,
+        })
+    }
+}
+
 enum Next {
     Run(Due),
     Stop(&'static str),
@@ -140,12 +167,12 @@ fn wait(
     woken: &Receiver<Wake>,
     targets: &Targets,
     pending: &mut Pending,
-    next_resync: Instant,
+    (next_resync, debounce): (Instant, Duration),
     watchdog: Option<&notify::Watchdog>,
 ) -> Next {
     loop {
         let now = Instant::now();
-        if let Some(due) = pending.take_if_due(now, DEBOUNCE) {
+        if let Some(due) = pending.take_if_due(now, debounce) {
             return Next::Run(due);
         }
         if now >= next_resync {
@@ -155,7 +182,7 @@ fn wait(
             });
         }
         let mut until = next_resync;
-        if let Some(at) = pending.due_at(DEBOUNCE) {
+        if let Some(at) = pending.due_at(debounce) {
             until = until.min(at);
         }
         if let Some(dog) = watchdog {
@@ -447,4 +474,46 @@ fn log_changes(lines: &Lines, report: &Report, cause: &str) -> Option<String> {
         }
     }
     last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn timing(config: &std::path::Path, flags: &[&str]) -> anyhow::Result<Timing> {
+        let mut argv = vec!["host", "watch", "--config", config.to_str().unwrap()];
+        argv.extend_from_slice(flags);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Watch(args) = cli.command else {
+            panic!("not a watch");
+        };
+        Timing::resolve(&args)
+    }
+
+    #[test]
+    fn resync_and_debounce_come_from_the_flags_else_host_toml_else_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("host.toml");
+        std::fs::write(&config, "").unwrap();
+        let t = timing(&config, &[]).unwrap();
+        assert_eq!(
+            (t.resync, t.debounce),
+            (Duration::from_secs(900), Duration::from_millis(100))
+        );
+        std::fs::write(&config, "[watch]\nresync_secs = 60\ndebounce_secs = 0.25\n").unwrap();
+        let t = timing(&config, &[]).unwrap();
+        assert_eq!(
+            (t.resync, t.debounce),
+            (Duration::from_secs(60), Duration::from_millis(250))
+        );
+        let t = timing(&config, &["--debounce", "0.5"]).unwrap();
+        assert_eq!(
+            (t.resync, t.debounce),
+            (Duration::from_secs(60), Duration::from_millis(500))
+        );
+        std::fs::write(&config, "[watch]\nresync_secs = 0\n").unwrap();
+        let error = format!("{:#}", timing(&config, &[]).err().unwrap());
+        assert!(error.contains("watch.resync_secs"), "{error}");
+    }
 }
