@@ -402,4 +402,42 @@ mod phase_tests {
             assert_eq!(json["summary"][count], 0, "{count}");
         }
     }
+
+    #[test]
+    fn a_resource_left_alone_is_counted_apart_and_the_parts_add_up() {
+        use crate::left_alone::{Kind, LeftAloneEvent};
+        let event = |changed: bool, failed: bool, alone: bool| crate::guest::ResourceEvent {
+            resource: "service#web".into(),
+            changed,
+            failed,
+            left_alone: alone.then(|| LeftAloneEvent {
+                kind: Kind::Held,
+                why: "held".into(),
+                would: vec![crate::contract::Operation::Start],
+            }),
+            refreshed: false,
+            noop: false,
+            noop_message: None,
+            actions: Vec::new(),
+            errors: Vec::new(),
+            requested: None,
+            final_state: None,
+            source: crate::guest::Source::Host,
+            watch: crate::guest::WatchReport::default(),
+            journal: Vec::new(),
+        };
+        let resources = [
+            event(true, false, true),
+            event(false, false, true),
+            event(false, true, true),
+            event(true, false, false),
+            event(false, false, false),
+        ];
+        let s = Summary::of_events(&resources);
+        assert_eq!(
+            (s.resources, s.changed, s.failed, s.left_alone, s.unchanged),
+            (5, 1, 1, 2, 1)
+        );
+        assert!(!s.success);
+    }
 }
