@@ -40,6 +40,11 @@ fn install_settings(m: &Machine, manifest: &str) {
 
 /// Starts `host watch` as a notify service and waits for READY=1.
 fn start_watch(m: &Machine, extra: &[&str]) {
+    start_watch_of(m, m.policy.to_str().unwrap(), extra);
+}
+
+/// [`start_watch`] of the policy at `policy` (inside the sandbox).
+fn start_watch_of(m: &Machine, policy: &str, extra: &[&str]) {
     let mut command = vec![
         "systemd-run",
         "--unit",
@@ -50,7 +55,7 @@ fn start_watch(m: &Machine, extra: &[&str]) {
         "--",
         m.host.to_str().unwrap(),
         "watch",
-        m.policy.to_str().unwrap(),
+        policy,
         "--trusted-key",
         m.trusted_key.to_str().unwrap(),
         "--settings",
@@ -118,6 +123,23 @@ fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     done()
+}
+
+/// Waits for `unit` to run under a PID other than `pid` (after `what`),
+/// then for the follow-up runs: the watch said exactly one restart of it.
+fn assert_restarted_once(m: &Machine, unit: &str, pid: u32, what: &str) {
+    assert!(
+        eventually(Duration::from_secs(10), || m.sandbox.main_pid(unit) != pid),
+        "{unit} was not restarted after {what}:\n{}",
+        journal(m)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let said = journal(m);
+    assert_eq!(
+        said.matches(&format!("service#{unit}: restarted")).count(),
+        1,
+        "one restart after {what}, not more:\n{said}"
+    );
 }
 
 /// The report file's modification time (nanoseconds), or 0.
@@ -251,25 +273,26 @@ fn a_subscribed_file_replaced_by_rename_restarts_once_and_an_unsigned_document_i
     m.sandbox.write_file("/etc/wb/app.conf", "workers = 2\n");
     let manifest = "- service:\n    - wb-web:\n        ensure: running\n        subscribe: [\"file#/etc/wb/app.conf\"]\n";
     install_settings(&m, manifest);
-    start_watch(&m, &["--watch-path", "/etc/wb"]);
+    // The policy, signed, in a directory of the machine's, as an operator
+    // installs it.
+    let name = m.policy.file_name().unwrap().to_str().unwrap().to_owned();
+    let policy = format!("/etc/ph-watch/{name}");
+    let out = m.sandbox.exec(&[
+        "sh",
+        "-c",
+        r#"cp "$1" "$2" && cp "$1.minisig" "$2.minisig""#,
+        "sh",
+        m.policy.to_str().unwrap(),
+        &policy,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    start_watch_of(&m, &policy, &["--watch-path", "/etc/wb"]);
     let pid = m.sandbox.main_pid("wb-web");
 
     // sed -i replaces the file by rename: one restart.
     let out = m.sandbox.exec(&["sed", "-i", "s/2/4/", "/etc/wb/app.conf"]);
     assert!(out.status.success());
-    assert!(
-        eventually(Duration::from_secs(10), || m.sandbox.main_pid("wb-web")
-            != pid),
-        "wb-web was not restarted:\n{}",
-        journal(&m)
-    );
-    std::thread::sleep(Duration::from_millis(1500));
-    let said = journal(&m);
-    assert_eq!(
-        said.matches("service#wb-web: restarted").count(),
-        1,
-        "one restart, not more:\n{said}"
-    );
+    assert_restarted_once(&m, "wb-web", pid, "sed -i");
 
     // The settings replaced by a document nobody signed: refused, said,
     // and the unit is left alone, even when it stops.
@@ -304,6 +327,45 @@ fn a_subscribed_file_replaced_by_rename_restarts_once_and_an_unsigned_document_i
         eventually(Duration::from_secs(10), || journal(&m)
             .contains("admitted again")),
         "{}",
+        journal(&m)
+    );
+
+    // The policy itself replaced by one its signature does not cover
+    // (replaced by rename, as an installer does): refused, its units left
+    // alone; the signed one back: admitted, and the drift repaired.
+    let refusals = journal(&m).matches("refused").count();
+    let out = m.sandbox.exec(&[
+        "sh",
+        "-c",
+        r#"cp "$1" "$1.new" && printf '\0' >> "$1.new" && mv "$1.new" "$1""#,
+        "sh",
+        &policy,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || journal(&m)
+            .matches("refused")
+            .count()
+            > refusals),
+        "the tampered policy was not refused:\n{}",
+        journal(&m)
+    );
+    m.sandbox.systemctl_ok(&["stop", "wb-web"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(m.sandbox.is_active("wb-web"), "inactive", "{}", journal(&m));
+    let out = m.sandbox.exec(&[
+        "sh",
+        "-c",
+        r#"cp "$1" "$2.new" && mv "$2.new" "$2""#,
+        "sh",
+        m.policy.to_str().unwrap(),
+        &policy,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || m.sandbox.is_active("wb-web")
+            == "active"),
+        "the signed policy back did not repair wb-web:\n{}",
         journal(&m)
     );
 }
@@ -404,19 +466,8 @@ fn a_crash_loop_is_held_back_while_another_unit_is_repaired_and_an_upgrade_resta
     // A package upgrade restarts its subscriber exactly once.
     let pid = m.sandbox.main_pid("wc-web");
     m.install_package("wc-pkg", "2.0");
-    assert!(
-        eventually(Duration::from_secs(10), || m.sandbox.main_pid("wc-web")
-            != pid),
-        "wc-web was not restarted after the upgrade:\n{}",
-        journal(&m)
-    );
-    std::thread::sleep(Duration::from_millis(1500));
+    assert_restarted_once(&m, "wc-web", pid, "the upgrade");
     let said = journal(&m);
-    assert_eq!(
-        said.matches("service#wc-web: restarted").count(),
-        1,
-        "one restart, not more:\n{said}"
-    );
     assert!(said.contains("/var/lib/dpkg/status changed"), "{said}");
 }
 
@@ -424,11 +475,12 @@ fn a_crash_loop_is_held_back_while_another_unit_is_repaired_and_an_upgrade_resta
 fn a_paused_unit_is_left_alone_by_watch_and_timer_runs_until_resumed() {
     let m = machine();
     m.service("wd-web", true, true);
+    m.sandbox.write_file("/etc/wd/app.conf", "workers = 2\n");
     install_settings(
         &m,
-        "- service:\n    - wd-web:\n        ensure: running\n        enable: true\n",
+        "- service:\n    - wd-web:\n        ensure: running\n        enable: true\n        subscribe: [\"file#/etc/wd/app.conf\"]\n",
     );
-    start_watch(&m, &[]);
+    start_watch(&m, &["--watch-path", "/etc/wd"]);
     let host = m.host.to_str().unwrap();
 
     // Only root pauses: an unprivileged user is refused, and nothing is paused.
@@ -451,12 +503,37 @@ fn a_paused_unit_is_left_alone_by_watch_and_timer_runs_until_resumed() {
         .exec(&["test", "-e", "/var/lib/policy-host/paused.json"]);
     assert!(!out.status.success(), "an unprivileged user wrote a pause");
 
+    // Paused: a configuration edited meanwhile restarts nothing...
     let out = m.sandbox.exec(&[host, "pause", "wd-web"]);
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("paused wd-web.service until `host resume`"),
         "{out:?}"
     );
+    let pid = m.sandbox.main_pid("wd-web");
+    std::thread::sleep(Duration::from_millis(500));
+    let out = m.sandbox.exec(&["sed", "-i", "s/2/4/", "/etc/wd/app.conf"]);
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        m.sandbox.main_pid("wd-web"),
+        pid,
+        "restarted while paused:\n{}",
+        journal(&m)
+    );
+    // ... until resumed: the change was kept for it, and reaches the daemon.
+    let out = m.sandbox.exec(&[host, "resume", "wd-web"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        eventually(Duration::from_secs(5), || m.sandbox.main_pid("wd-web")
+            != pid),
+        "the edit made during the pause never restarted wd-web:\n{}",
+        journal(&m)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let out = m.sandbox.exec(&[host, "pause", "wd-web"]);
+    assert!(out.status.success(), "{out:?}");
     // Maintenance: a stop by hand stays.
     std::thread::sleep(Duration::from_millis(500));
     m.sandbox.systemctl_ok(&["stop", "wd-web"]);

@@ -360,10 +360,14 @@ fn run_one(
     });
     if !plan.request.noop() {
         let resources = &report.resources;
+        // A service whose restart was refused (paused, held back) has not
+        // taken its subscriptions' changes yet: the next run fires them.
         survey.record(&report.policy, &mut watching.records, |resource| {
-            resources
-                .iter()
-                .any(|r| r.resource == resource && !r.failed)
+            resources.iter().any(|r| {
+                r.resource == resource
+                    && !r.failed
+                    && r.left_alone.as_ref().is_none_or(|a| a.would.is_empty())
+            })
         });
     }
     let references = survey
