@@ -174,22 +174,7 @@ pub(super) fn render(r: &Results) -> String {
         "full run"
     };
     let _ = writeln!(out, "## Results: {mode}, {}\n", m.date);
-    let _ = writeln!(
-        out,
-        "- machine: {} CPUs ({}), {} RAM, kernel {}, {}\n- {}, {}\n- host: {}, commit {}\n- load average at start {}, at end {}; the bench took {:.1} min\n",
-        m.cpus,
-        m.cpu_model,
-        m.memory,
-        m.kernel,
-        m.os,
-        m.systemd,
-        m.rustc,
-        m.host,
-        m.commit,
-        m.load_at_start,
-        r.load_at_end,
-        r.duration.as_secs_f64() / 60.0
-    );
+    out.push_str(&machine_lines(m, &r.load_at_end, r.duration));
     let _ = writeln!(
         out,
         "Times in ms: median (min–max) of the repetitions, each run timed inside the sandbox from spawn to exit. \
@@ -212,6 +197,25 @@ pub(super) fn render(r: &Results) -> String {
         let _ = writeln!(out, "| {} | {} | {} |", t.what, t.measured, verdict(t.pass));
     }
     out
+}
+
+/// Where and with what the numbers were measured, as a Markdown list.
+pub(super) fn machine_lines(m: &Machine, load_at_end: &str, duration: Duration) -> String {
+    format!(
+        "- machine: {} CPUs ({}), {} RAM, kernel {}, {}\n- {}, {}\n- host: {}, commit {}\n- load average at start {}, at end {}; the bench took {:.1} min\n\n",
+        m.cpus,
+        m.cpu_model,
+        m.memory,
+        m.kernel,
+        m.os,
+        m.systemd,
+        m.rustc,
+        m.host,
+        m.commit,
+        m.load_at_start,
+        load_at_end,
+        duration.as_secs_f64() / 60.0
+    )
 }
 
 fn find(r: &Results, n: usize) -> Option<&Scale> {

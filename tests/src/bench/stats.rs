@@ -38,6 +38,18 @@ fn quantile(xs: &[f64], q: f64) -> f64 {
     xs[lo] + (xs[hi] - xs[lo]) * (rank - lo as f64)
 }
 
+/// The `q` quantile of `samples` (0.5 the median, 0.99 the 99th
+/// percentile, 1 the maximum), interpolating between ranks; NaN when there
+/// are none.
+pub(super) fn percentile(samples: &[f64], q: f64) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    quantile(&sorted, q)
+}
+
 /// The median of `samples`, NaN when there are none.
 pub(super) fn median(samples: &[f64]) -> f64 {
     Stats::of(samples).map_or(f64::NAN, |s| s.median)
