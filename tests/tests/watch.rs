@@ -597,3 +597,40 @@ fn a_paused_unit_is_left_alone_by_watch_and_timer_runs_until_resumed() {
         journal(&m)
     );
 }
+
+#[e2e_test(requires = "root, systemd, minisign")]
+fn a_watch_of_many_units_stays_on_the_bus_and_is_quiet_when_nothing_changes() {
+    let m = machine();
+    let names: Vec<String> = (1..=40).map(|n| format!("wm-{n:02}")).collect();
+    m.install_units(
+        &names
+            .iter()
+            .map(|n| (n.clone(), policy_host_e2e::sandbox::sleep_service(n)))
+            .collect::<Vec<_>>(),
+    );
+    let mut manifest = "- service:\n".to_owned();
+    for name in &names {
+        manifest.push_str(&format!("    - {name}:\n        ensure: running\n"));
+    }
+    install_settings(&m, &manifest);
+    start_watch(&m, &[]);
+    // Each repair run reloads systemd and moves units: dozens of signals
+    // queued while the watch reads unit file states. A stop after each of
+    // a few runs is still repaired within a second or two.
+    for name in &names[..4] {
+        m.sandbox.systemctl_ok(&["stop", name]);
+        assert!(
+            eventually(Duration::from_secs(3), || m.sandbox.is_active(name)
+                == "active"),
+            "{name} was not repaired:\n{}",
+            journal(&m)
+        );
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    // Quiet: no run (the report stays as it is) and the bus is never lost.
+    let before = report_stamp(&m);
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(report_stamp(&m), before, "a run happened:\n{}", journal(&m));
+    let said = journal(&m);
+    assert!(!said.contains("connection was lost"), "{said}");
+}

@@ -100,6 +100,32 @@ async fn follow(mut followed: tokio::sync::watch::Receiver<BTreeSet<String>>, wa
     }
 }
 
+/// Moves every message of `stream` to `sender` as it comes. zbus holds
+/// at most a few dozen unread messages per stream and then stops reading
+/// the socket; a stream left unread while the watch asks systemd a question
+/// (a unit file state after `Reloading`, with the signals of a run's
+/// changes queued) would hold back the answer too, until the question
+/// timed out and the connection was dropped. Drained here, the answers
+/// always arrive.
+async fn drain(
+    mut stream: zbus::MessageStream,
+    sender: tokio::sync::mpsc::UnboundedSender<zbus::Result<zbus::Message>>,
+) {
+    while let Some(message) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut stream).poll_next(cx)).await
+    {
+        if sender.send(message).is_err() {
+            return;
+        }
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.drain.abort();
+    }
+}
+
 enum Ended {
     Lost(String),
     WatchEnded,
@@ -108,7 +134,10 @@ enum Ended {
 /// One connection, following some units.
 struct Following {
     connection: zbus::Connection,
-    messages: zbus::MessageStream,
+    /// Every message the connection receives, drained from zbus's stream
+    /// as it comes by a task of its own ([`drain`]).
+    messages: tokio::sync::mpsc::UnboundedReceiver<zbus::Result<zbus::Message>>,
+    drain: tokio::task::JoinHandle<()>,
     /// Object path → unit, for the units followed.
     paths: BTreeMap<String, String>,
     /// The unit file state last seen of each unit followed.
@@ -125,10 +154,12 @@ impl Following {
         )
         .await
         .map_err(|_| zbus::Error::Failure("the system bus did not answer in time".into()))??;
-        let messages = zbus::MessageStream::from(&connection);
+        let (sender, messages) = tokio::sync::mpsc::unbounded_channel();
+        let drain = tokio::spawn(drain(zbus::MessageStream::from(&connection), sender));
         let following = Self {
             connection,
             messages,
+            drain,
             paths: BTreeMap::new(),
             file_states: HashMap::new(),
         };
@@ -190,8 +221,7 @@ impl Following {
             return Ended::Lost(e.to_string());
         }
         loop {
-            let next =
-                std::future::poll_fn(|cx| std::pin::Pin::new(&mut self.messages).poll_next(cx));
+            let next = self.messages.recv();
             tokio::select! {
                 changed = followed.changed() => {
                     if changed.is_err() {
