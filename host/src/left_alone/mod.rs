@@ -114,11 +114,6 @@ impl LeftAlone {
             self.insert(unit, reason);
         }
     }
-
-    /// The units named, with why (not "every unit").
-    pub fn units(&self) -> impl Iterator<Item = (&str, &Reason)> {
-        self.units.iter().map(|(u, r)| (u.as_str(), r))
-    }
 }
 
 /// What a report says of a resource whose unit was left alone: how, why,

@@ -387,30 +387,30 @@ fn run(options: &Options) -> anyhow::Result<()> {
     };
     if options.strace {
         let traced = bench.trace();
-        let stopped = bench.sandbox.stop();
-        let _ = std::fs::remove_dir_all(&work);
-        traced?;
-        stopped.context("stopping the sandbox")?;
-        return Ok(());
+        return wind_down(bench.sandbox, &work, traced);
     }
     if options.watch {
         let results = bench.watch(machine);
-        let stopped = bench.sandbox.stop();
-        let _ = std::fs::remove_dir_all(&work);
-        let mut results = results?;
-        stopped.context("stopping the sandbox")?;
+        let mut results = wind_down(bench.sandbox, &work, results)?;
         results.duration = started.elapsed();
         results.load_at_end = machine::load_average();
         return publish(&watch::render(&results), options);
     }
     let results = bench.run_all(machine);
-    let stopped = bench.sandbox.stop();
-    let _ = std::fs::remove_dir_all(&work);
-    let mut results = results?;
-    stopped.context("stopping the sandbox")?;
+    let mut results = wind_down(bench.sandbox, &work, results)?;
     results.duration = started.elapsed();
     results.load_at_end = machine::load_average();
     publish(&report::render(&results), options)
+}
+
+/// Stops the sandbox and removes the work directory, whatever came of the
+/// measurements: their error first, then the sandbox's.
+fn wind_down<T>(sandbox: Sandbox, work: &Path, measured: anyhow::Result<T>) -> anyhow::Result<T> {
+    let stopped = sandbox.stop();
+    let _ = std::fs::remove_dir_all(work);
+    let measured = measured?;
+    stopped.context("stopping the sandbox")?;
+    Ok(measured)
 }
 
 /// Prints the results, and writes them to `--markdown`'s file.

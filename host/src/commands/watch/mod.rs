@@ -306,15 +306,15 @@ impl Watch {
                             ErrorKind::CommandFailed | ErrorKind::TimedOut | ErrorKind::NotFound
                         )
                 );
+                if !tried {
+                    continue;
+                }
                 let Some(unit) = CheckedName::check(service.as_raw())
                     .ok()
                     .and_then(|name| unit_name::mangle(name.as_str()))
                 else {
                     continue;
                 };
-                if !tried {
-                    continue;
-                }
                 if let Some(hold) = self.backoff.started(&unit, now) {
                     let text = format!(
                         "{}: {unit}: held back for {}: the host started it {} times within {}s \
