@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use policy_host_e2e::build;
 use policy_host_e2e::machine::{machine, Machine};
 use policy_host_e2e::requires::e2e_test;
+use policy_host_e2e::sandbox::sleep_service;
 
 /// The transient unit the watch runs as.
 const WATCH: &str = "ph-watch";
@@ -142,6 +143,17 @@ fn assert_restarted_once(m: &Machine, unit: &str, pid: u32, what: &str) {
     );
 }
 
+/// How many times systemd reloaded so far (its own journal lines).
+fn reloads(m: &Machine) -> usize {
+    let out = m
+        .sandbox
+        .exec(&["journalctl", "--no-pager", "-o", "cat", "_PID=1"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|line| line.starts_with("Reloading"))
+        .count()
+}
+
 /// The report file's modification time (nanoseconds), or 0.
 fn report_stamp(m: &Machine) -> String {
     let out = m.sandbox.exec(&["stat", "-c", "%Y.%y", REPORT]);
@@ -166,6 +178,7 @@ fn a_watch_repairs_drift_by_itself_and_ignores_units_it_does_not_manage() {
 
     // A stop: active again, without any run being asked for; the run
     // that started it says so when its settle window has passed.
+    let reloads_before = reloads(&m);
     m.sandbox.systemctl_ok(&["stop", "wa-web"]);
     assert!(
         eventually(Duration::from_secs(10), || said_with(
@@ -177,6 +190,36 @@ fn a_watch_repairs_drift_by_itself_and_ignores_units_it_does_not_manage() {
         journal(&m)
     );
     assert_eq!(m.sandbox.is_active("wa-web"), "active");
+    // That run saved the daemon-reload: wa-web's files were as systemd had
+    // them loaded.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(reloads(&m), reloads_before, "{}", journal(&m));
+    // wa-web's unit file edited, then a stop: the repair starts what the
+    // file now says (the run reloads, as the file changed on disk).
+    m.sandbox.write_file(
+        "/etc/systemd/system/wa-web.service",
+        &sleep_service("wa-web").replace("[Service]\n", "[Service]\nEnvironment=EDITED=1\n"),
+    );
+    m.sandbox.systemctl_ok(&["stop", "wa-web"]);
+    assert!(
+        eventually(Duration::from_secs(10), || m.sandbox.is_active("wa-web")
+            == "active"),
+        "wa-web was not started again after its file changed:\n{}",
+        journal(&m)
+    );
+    let out = m.sandbox.exec(&[
+        "systemctl",
+        "show",
+        "-p",
+        "Environment,NeedDaemonReload",
+        "wa-web",
+    ]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("Environment=EDITED=1") && shown.contains("NeedDaemonReload=no"),
+        "{shown}"
+    );
+    assert!(reloads(&m) > reloads_before, "{}", journal(&m));
     // A disable: enabled again.
     m.sandbox.systemctl_ok(&["disable", "wa-web"]);
     assert!(

@@ -107,6 +107,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
         // A report of the units as they are, pending jobs included.
         await_unit_jobs: false,
         left_alone: crate::left_alone::LeftAlone::default(),
+        reload_before_change: Default::default(),
     });
     // No unit named: the overview, and the units of the last run.
     let overview = args.names.is_empty();

@@ -26,6 +26,7 @@ use crate::contract::{ErrorKind, Operation, Progress, ProviderError, ServiceStat
 pub use allow::UnitAllowlist;
 pub use systemd::{StatusVia, SystemdConfig};
 
+pub use self::guard::ReloadBeforeChange;
 use self::guard::{Guard, Guarded};
 use self::runner::{find_in_path, CommandRunner, ProcessRunner};
 use self::systemd::SystemdBackend;
@@ -50,6 +51,7 @@ pub fn systemd_with(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Sy
         jobs: config.jobs,
         settle: config.settle,
         left_alone: config.left_alone.clone(),
+        reload_before_change: config.reload_before_change,
     };
     Guarded::over(SystemdBackend::new(&config, runner), guard)
 }

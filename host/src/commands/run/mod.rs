@@ -18,6 +18,7 @@ mod plan;
 mod session;
 
 use crate::left_alone::LeftAlone;
+use crate::provider::ReloadBeforeChange;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -151,6 +152,9 @@ pub(crate) fn cycle(
     request.held = held;
     if !first {
         request.refresh.clear();
+    }
+    if !first && matches!(selection, Selection::Only(_)) {
+        request.reload_before_change = ReloadBeforeChange::UnlessReadUnchanged;
     }
     let outputs = outputs::Outputs::resolve(args);
     let mut plan = Plan::resolve(args, &request, &outputs, started)?;

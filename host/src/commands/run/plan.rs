@@ -7,6 +7,7 @@
 //! [`Outputs`] and the resolved settings.
 
 use crate::left_alone::LeftAlone;
+use crate::provider::ReloadBeforeChange;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -73,6 +74,9 @@ pub(super) struct Request {
     pub(super) detailed_exitcodes: bool,
     /// Units a watch holds back after a crash loop (none for `host run`).
     pub(super) held: LeftAlone,
+    /// Whether a change makes the run's daemon-reload first: always, but
+    /// in a watch's run for an event (see [`ReloadBeforeChange`]).
+    pub(super) reload_before_change: ReloadBeforeChange,
 }
 
 impl Request {
@@ -93,6 +97,7 @@ impl Request {
             },
             detailed_exitcodes: args.detailed_exitcodes,
             held: LeftAlone::default(),
+            reload_before_change: ReloadBeforeChange::Always,
         }
     }
 

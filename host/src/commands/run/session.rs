@@ -95,6 +95,7 @@ impl<'a> Session<'a> {
             settle: settings.settle,
             await_unit_jobs: true,
             left_alone: left_alone.clone(),
+            reload_before_change: request.reload_before_change,
         }));
         Ok(Self {
             plan,

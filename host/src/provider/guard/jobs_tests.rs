@@ -172,6 +172,7 @@ fn guarded(
         jobs,
         settle: Duration::ZERO,
         left_alone: Default::default(),
+        reload_before_change: Default::default(),
     };
     (Guarded::over(backend, guard), seen)
 }
@@ -395,6 +396,47 @@ fn statuses_of_unchanged_units_make_no_reload_and_the_first_change_does() {
     assert_eq!(
         verbs,
         ["status", "status", "daemon-reload", "enable", "start"]
+    );
+}
+
+#[test]
+fn a_watch_run_changes_a_unit_read_unchanged_without_the_reload() {
+    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
+    p.guard.reload_before_change = ReloadBeforeChange::UnlessReadUnchanged;
+    p.status("web").unwrap();
+    p.mutate(Operation::Start, "web.service").unwrap();
+    assert_eq!(
+        backend_log(&seen),
+        ["status web (files?)", "start web.service"],
+        "read unchanged (under either of its names): no reload"
+    );
+    // A unit never read in this run may have changed files: the reload.
+    p.mutate(Operation::Enable, "db").unwrap();
+    // And then none again.
+    p.mutate(Operation::Start, "app").unwrap();
+    assert_eq!(
+        backend_log(&seen)[2..],
+        ["reload", "enable db", "start app"]
+    );
+}
+
+#[test]
+fn a_watch_run_still_reloads_for_a_unit_whose_files_changed() {
+    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
+    p.guard.reload_before_change = ReloadBeforeChange::UnlessReadUnchanged;
+    p.backend.files_changed.insert("web".into());
+    p.status("db").unwrap();
+    assert_eq!(p.status("web").unwrap().active_word, "active");
+    p.mutate(Operation::Restart, "web").unwrap();
+    assert_eq!(
+        backend_log(&seen),
+        [
+            "status db (files?)",
+            "status web (files?)",
+            "reload",
+            "status web",
+            "restart web"
+        ]
     );
 }
 

@@ -211,6 +211,7 @@ fn guarded(
         jobs: 1,
         settle,
         left_alone: Default::default(),
+        reload_before_change: Default::default(),
     };
     (Guarded::over(backend, guard), seen, start)
 }

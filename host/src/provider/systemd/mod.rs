@@ -57,6 +57,8 @@ pub struct SystemdConfig {
     pub await_unit_jobs: bool,
     /// Units whose changes the guard refuses for now (paused, held back).
     pub left_alone: crate::left_alone::LeftAlone,
+    /// Whether a change makes the run's daemon-reload first.
+    pub reload_before_change: crate::provider::ReloadBeforeChange,
 }
 
 /// How `status` reads a unit's state.

@@ -77,6 +77,7 @@ fn allowing(runner: &ScriptedRunner, noop: bool, allow: Option<UnitAllowlist>) -
             settle: Duration::ZERO,
             await_unit_jobs: true,
             left_alone: Default::default(),
+            reload_before_change: Default::default(),
         },
         Box::new(runner.clone()),
     )
@@ -457,6 +458,7 @@ fn missing_systemctl_makes_every_call_unavailable() {
             settle: Duration::ZERO,
             await_unit_jobs: true,
             left_alone: Default::default(),
+            reload_before_change: Default::default(),
         },
         Box::new(runner.clone()),
     );
