@@ -304,6 +304,60 @@
 //! system.assert_calls(&[]);
 //! ```
 //!
+//! ## 4b. One policy for the whole fleet: facts
+//!
+//! The host tells every policy about its machine: facts it gathers itself
+//! (`hostname`, `os.id`, `os.version_id`, `arch`, `cpus`, `memory_mib`,
+//! `systemd.version`, ...; `host facts` prints them) and the labels its
+//! operator gave it in host.toml (`[labels]`, `role = "web"`).
+//! [`Context::fact`](crate::Context::fact) reads one by name,
+//! [`Context::facts`](crate::Context::facts) has typed helpers. A service
+//! meant for other machines can be noted with
+//! [`Policy::leave_out`](crate::Policy::leave_out), so the report says why
+//! it was not applied. Test each kind of machine natively with
+//! [`SimulatedSystem::with_fact`](crate::sim::SimulatedSystem::with_fact)
+//! (the simulated machine is otherwise a Debian 12 amd64 host):
+//!
+//! ```
+//! use guest_sdk::prelude::*;
+//!
+//! fn fleet(ctx: &Context) -> Result<Policy, PolicyError> {
+//!     let facts = ctx.facts();
+//!     let mut policy = Policy::new().service(Service::new("ssh").running());
+//!     match facts.label("role") {
+//!         Some("web") => policy.add(Service::new("nginx").running().enable(true)),
+//!         _ => policy.leave_out("nginx", "only where role = web"),
+//!     }
+//!     // More workers where there are more CPUs.
+//!     let workers = facts.cpus().unwrap_or(1).min(4);
+//!     for n in 1..=workers {
+//!         policy.add(Service::new(format!("worker-{n}")).running());
+//!     }
+//!     Ok(policy)
+//! }
+//!
+//! let mut web = SimulatedSystem::new()
+//!     .with_fact("role", "web")
+//!     .with_fact("cpus", "1")
+//!     .with_unit("ssh", UnitState::running())
+//!     .with_unit("nginx", UnitState::stopped())
+//!     .with_unit("worker-1", UnitState::running());
+//! guest_sdk::run(fleet, &mut web, &RunOptions::default()).assert_converged();
+//! web.assert_mutating_calls(&["start nginx", "enable nginx"]);
+//!
+//! let mut db = SimulatedSystem::new()
+//!     .with_fact("role", "db")
+//!     .with_unit("ssh", UnitState::running())
+//!     .with_unit("worker-1", UnitState::running())
+//!     .with_unit("worker-2", UnitState::stopped());
+//! let report = guest_sdk::run(fleet, &mut db, &RunOptions::default());
+//! db.assert_mutating_calls(&["start worker-2"]);
+//! assert_eq!(report.why_left_out("service#nginx"), Some("only where role = web"));
+//! ```
+//!
+//! The manifest policy does the same without Rust: `when: { role: web }`
+//! on an entry (see docs/service-type.md).
+//!
 //! ## 5. Build the component
 //!
 //! ```sh

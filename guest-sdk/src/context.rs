@@ -1,8 +1,10 @@
-//! What a policy function sees of the run: its settings and whether it is a
-//! noop run.
+//! What a policy function sees of the run: its settings, the machine's
+//! facts and whether it is a noop run.
 
 use serde::de::DeserializeOwned;
 
+use crate::contract::Fact;
+use crate::facts::Facts;
 use crate::settings::{parse_document, SettingsError};
 
 /// What a policy function sees of the run.
@@ -10,12 +12,39 @@ use crate::settings::{parse_document, SettingsError};
 pub struct Context<'a> {
     settings: Option<&'a str>,
     noop: bool,
+    facts: Facts<'a>,
 }
 
 impl<'a> Context<'a> {
     /// A context with the given settings text (`host run --settings`).
     pub fn new(settings: Option<&'a str>, noop: bool) -> Self {
-        Self { settings, noop }
+        Self {
+            settings,
+            noop,
+            facts: Facts::default(),
+        }
+    }
+
+    /// The same context, on a machine with `facts`.
+    pub fn with_facts(self, facts: &'a [Fact]) -> Self {
+        Self {
+            facts: Facts::new(facts),
+            ..self
+        }
+    }
+
+    /// The machine's fact `name`, as the host gave it: one it gathers
+    /// (`os.id`, `os.version_id`, `arch`, `hostname`, ...: see
+    /// [`crate::facts::GATHERED`]) or a label of host.toml (`role`).
+    /// `None` when the host gave none of that name.
+    pub fn fact(&self, name: &str) -> Option<&'a str> {
+        self.facts.get(name)
+    }
+
+    /// Every fact of the machine, with typed helpers (`os_id()`,
+    /// `cpus()`, `label("role")`): see [`crate::facts`].
+    pub fn facts(&self) -> Facts<'a> {
+        self.facts
     }
 
     /// The settings document as text, if the host was given one.

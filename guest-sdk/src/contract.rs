@@ -6,7 +6,7 @@
 //! (names, phrases, constructors) lives beside the code that needs it, as
 //! inherent impls: [`Ensure`] in `service`, [`Action`] and [`Report`] in
 //! `report`, [`Operation`], [`ProviderError`] and [`ServiceStatus`] in
-//! `provider`, [`RunOptions`] in `apply`. Outside `wasm32` the imported host
+//! `provider`, [`RunOptions`] in `apply`, [`Fact`] in `facts`. Outside `wasm32` the imported host
 //! functions are never called: the SDK's [`Provider`](crate::Provider) trait
 //! stands between the apply logic and the host.
 
@@ -25,6 +25,7 @@ pub mod bindings {
 }
 
 pub use bindings::policy_host::policy::types::{
-    Action, Ensure, Event, FinalState, JobOutcome, Operation, Progress, ProviderError, Report,
-    RequestedState, Restarting, RunOptions, ServiceStatus, Subscription, Watched,
+    Action, Ensure, Event, Fact, FinalState, JobOutcome, LeftOut, Operation, Progress,
+    ProviderError, Report, RequestedState, Restarting, RunOptions, ServiceStatus, Subscription,
+    Watched,
 };

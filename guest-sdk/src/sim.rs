@@ -186,12 +186,35 @@ pub struct SimulatedSystem {
     queued: BTreeMap<String, QueuedJob>,
     /// Per unit, why its start did not stay up, said at its next `status`.
     settle_failures: BTreeMap<String, JobOutcome>,
+    /// What the test set with [`SimulatedSystem::with_fact`], over the
+    /// simulated machine's own facts.
+    facts: Vec<crate::contract::Fact>,
 }
 
 impl SimulatedSystem {
     /// A system with no units: every name is `service not found`.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets the machine's fact `name` (`os.version_id`, `arch`), or adds
+    /// a label (`role`), as the host would give it: a policy's
+    /// [`Context::fact`](crate::Context::fact) and a manifest's `when` read
+    /// it. Before any is set the simulated machine is a Debian 12 host on
+    /// amd64 named `sim`, with 2 CPUs, 2048 MiB and systemd 252, so that
+    /// every fact the host gathers is there, as on a real machine.
+    pub fn with_fact(mut self, name: &str, value: &str) -> Self {
+        crate::facts::set(&mut self.facts, name, value);
+        self
+    }
+
+    /// The machine's facts: the simulated ones, with those set over them.
+    pub fn facts(&self) -> Vec<crate::contract::Fact> {
+        let mut facts = crate::facts::simulated();
+        for fact in &self.facts {
+            crate::facts::set(&mut facts, fact.name.clone(), fact.value.clone());
+        }
+        facts
     }
 
     /// Adds a unit in the given state (`web` and `web.service` are the same unit).
@@ -526,6 +549,10 @@ fn start(unit: UnitState, service: &ServiceName, verb: &str) -> Effect {
 }
 
 impl Provider for SimulatedSystem {
+    fn machine_facts(&self) -> Vec<crate::contract::Fact> {
+        self.facts()
+    }
+
     /// Ends the unit's queued job first, if it has one, and says how.
     fn status(&mut self, service: &ServiceName) -> Result<ServiceStatus, ProviderError> {
         let job = self

@@ -288,15 +288,15 @@ fn subscriptions_are_declared_from_the_same_policy_with_no_provider() {
                 .subscribe("service#db.service"),
         ))
     }
-    let declared = guest_sdk::subscriptions(site, Some("/srv/web.conf")).unwrap();
+    let declared = guest_sdk::subscriptions(site, Some("/srv/web.conf"), &[]).unwrap();
     assert_eq!(declared.len(), 1, "db subscribes to nothing: {declared:?}");
     assert_eq!(declared[0].resource, "service#web");
     assert_eq!(
         declared[0].references,
         ["file#/srv/web.conf", "service#db.service"]
     );
-    let error =
-        guest_sdk::subscriptions(|_: &Context<'_>| Err::<Policy, _>("no site"), None).unwrap_err();
+    let error = guest_sdk::subscriptions(|_: &Context<'_>| Err::<Policy, _>("no site"), None, &[])
+        .unwrap_err();
     assert_eq!(error, "policy: no site");
 }
 

@@ -46,6 +46,9 @@ pub enum Command {
     Sign(SignArgs),
     /// Show units as the host reads them (is-active and is-enabled words), over D-Bus or systemctl.
     Status(Box<StatusArgs>),
+    /// Show what policies are told about this machine: the facts the host gathers (host
+    /// name, OS, architecture, CPUs, memory, versions), then the labels host.toml gives it.
+    Facts(FactsArgs),
     /// Push a signed policy or settings document to an OCI registry, with its signature.
     Push(PushArgs),
     /// Check a policy's signature against trusted keys (exit 0 valid, 1 invalid).
@@ -179,6 +182,16 @@ pub struct StatusArgs {
 
     #[command(flatten)]
     pub provider_flags: ProviderFlags,
+
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+#[derive(Debug, Args)]
+pub struct FactsArgs {
+    /// Print one JSON document: {"facts": every fact policies see, "labels": the labels alone}.
+    #[arg(long)]
+    pub json: bool,
 
     #[command(flatten)]
     pub config: ConfigArg,

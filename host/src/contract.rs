@@ -19,8 +19,8 @@ wasmtime::component::bindgen!({
 pub use self::policy_host::policy::service_provider;
 // `Report` and `RunOptions` are at the root already: the world uses them.
 pub use self::policy_host::policy::types::{
-    self, Action, Ensure, Event, FinalState, JobOutcome, Operation, Progress, ProviderError,
-    RequestedState, Restarting, ServiceStatus, Watched,
+    self, Action, Ensure, Event, FinalState, JobOutcome, LeftOut, Operation, Progress,
+    ProviderError, RequestedState, Restarting, ServiceStatus, Watched,
 };
 
 contract_words::provider_error_methods!(ProviderError);

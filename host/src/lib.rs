@@ -12,6 +12,7 @@ pub mod atomic_file;
 pub mod cli;
 pub mod commands;
 pub mod contract;
+pub mod facts;
 pub mod fs_safety;
 pub mod guest;
 pub mod interrupt;

@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         Command::Sign(args) => commands::sign::execute(args),
         Command::Push(args) => commands::push::execute(args),
         Command::Status(args) => commands::status::execute(args),
+        Command::Facts(args) => commands::facts::execute(args),
         Command::Verify(args) => commands::verify::execute(args),
         Command::NewPolicy(args) => commands::new_policy::execute(args),
         Command::Inspect(args) => commands::inspect::execute(args),

@@ -13,6 +13,7 @@
 //! and under `CI=true` it fails instead.
 
 mod debian_package;
+mod facts;
 mod fake_systemctl;
 mod faults;
 mod fleet;

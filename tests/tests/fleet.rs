@@ -1006,7 +1006,7 @@ fn the_pushed_artifact_follows_the_cncf_wasm_layout() {
             .collect()
     };
     assert!(
-        names("imports").contains(&"policy-host:policy/service-provider@0.5.0".to_owned()),
+        names("imports").contains(&"policy-host:policy/service-provider@0.6.0".to_owned()),
         "{config}"
     );
     assert!(names("exports").contains(&"run".to_owned()), "{config}");

@@ -105,14 +105,20 @@ const TYPES: &str = r#"
     (field "errors" (list string)) (field "requested" $requested)
     (field "final-state" (option $final))))
   (export $event "event" (type $event'))
-  (type $report' (record (field "events" (list $event)) (field "errors" (list string))))
+  (type $left-out' (record (field "resource" string) (field "why" string)))
+  (export $left-out "left-out" (type $left-out'))
+  (type $report' (record
+    (field "events" (list $event)) (field "errors" (list string))
+    (field "left-out" (list $left-out))))
   (export $report "report" (type $report'))
   (type $watched' (record
     (field "resource" string) (field "changed" (list string)) (field "errors" (list string))))
   (export $watched "watched" (type $watched'))
+  (type $fact' (record (field "name" string) (field "value" string)))
+  (export $fact "fact" (type $fact'))
   (type $options' (record
     (field "noop" bool) (field "refreshed" (list string)) (field "watched" (list $watched))
-    (field "settings" (option string))))
+    (field "settings" (option string)) (field "facts" (list $fact))))
   (export $options "run-options" (type $options'))
   (type $subscription' (record (field "resource" string) (field "references" (list string))))
   (export $subscription "subscription" (type $subscription'))
@@ -213,20 +219,29 @@ fn component_text(spec: &Spec) -> String {
 {TYPES}
   (core module $policy
 {module}
-    ;; The host asks for room for the empty lists of the run options; these
-    ;; runs pass no strings, so no request is for more than 0 bytes.
+    ;; Room for what the host passes (the machine's facts, a few hundred
+    ;; bytes): bumped from 1 KiB up in the first page of memory 0, which
+    ;; leaves the empty results at address 0 alone.
+    (global $bump (mut i32) (i32.const 1024))
     (func (export "realloc") (param i32 i32 i32 i32) (result i32)
-      (if (local.get 3) (then unreachable))
-      (i32.const 0))
+      (local $at i32)
+      (if (i32.eqz (local.get 3)) (then (return (i32.const 0))))
+      (if (i32.eqz (memory.size $m0)) (then (drop (memory.grow $m0 (i32.const 1)))))
+      (local.set $at (i32.and
+        (i32.add (global.get $bump) (i32.sub (local.get 2) (i32.const 1)))
+        (i32.sub (i32.const 0) (local.get 2))))
+      (global.set $bump (i32.add (local.get $at) (local.get 3)))
+      (if (i32.gt_u (global.get $bump) (i32.const 65536)) (then unreachable))
+      (local.get $at))
     ;; No subscriptions: `ok` of an empty list, 12 zero bytes at address 0
     ;; (of a first page, when memory 0 starts with none).
-    (func (export "subscriptions") (param i32 i32 i32) (result i32)
+    (func (export "subscriptions") (param i32 i32 i32 i32 i32) (result i32)
       (if (i32.eqz (memory.size $m0)) (then (drop (memory.grow $m0 (i32.const 1)))))
       (i32.const 0))
-    (func (export "run") (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
+    (func (export "run") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
       (local $k i32) (local $old i32) (local $at i32) (local $end i32)
 {code}
-      ;; The empty report: two empty lists, 16 zero bytes at address 0.
+      ;; The empty report: three empty lists, 24 zero bytes at address 0.
       (i32.const 0)))
   (core instance $policy (instantiate $policy))
   (core module $empty)
@@ -234,7 +249,7 @@ fn component_text(spec: &Spec) -> String {
   (func (export "run") (param "options" $options) (result $report)
     (canon lift (core func $policy "run") (memory (core memory $policy "memory"))
       (realloc (core func $policy "realloc"))))
-  (func (export "subscriptions") (param "settings" (option string))
+  (func (export "subscriptions") (param "settings" (option string)) (param "facts" (list $fact))
     (result (result (list $subscription) (error string)))
     (canon lift (core func $policy "subscriptions") (memory (core memory $policy "memory"))
       (realloc (core func $policy "realloc"))))

@@ -322,7 +322,7 @@ fn inspect_shows_size_digest_world_imports_exports_and_signer() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(
-        imports.contains(&"policy-host:policy/service-provider@0.5.0"),
+        imports.contains(&"policy-host:policy/service-provider@0.6.0"),
         "{imports:?}"
     );
     assert!(

@@ -163,6 +163,11 @@ fn exit_status(command: Option<&str>) -> &'static [(&'static str, &'static str)]
             ("1", "not root, a unit name systemd would refuse, a damaged paused.json, or resuming one unit while every unit is paused"),
             ("2", "a mistake on the command line (a --for that is not a duration)"),
         ],
+        Some("facts") => &[
+            ("0", "the facts were printed (a fact the host cannot tell is empty, never an error)"),
+            ("1", "host.toml could not be read, or a setting or label in it is refused (named on standard error)"),
+            ("2", "a mistake on the command line"),
+        ],
         Some("verify") => &[
             ("0", "valid: signed by a trusted key for this file name, and not older than what this machine accepted"),
             ("1", "invalid, or valid but refused by this machine's rollback record (the reason is printed), or the file or reference could not be read"),
@@ -217,6 +222,12 @@ fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("/var/lib/policy-host/paused.json", "the pauses in force (state_dir): every run and a watch read them"),
         ],
         Some("push") => &[CONFIG, LOGINS],
+        Some("facts") => &[
+            ("/etc/policy-host/host.toml", "its [labels], shown after the gathered facts (--config)"),
+            ("/etc/os-release, /usr/lib/os-release", "os.id, os.version_id, os.version_codename (the first that exists)"),
+            ("/etc/hosts", "fqdn: the canonical name of the first line listing the host name (never DNS)"),
+            ("/proc/sys/kernel/hostname, /proc/sys/kernel/osrelease, /proc/meminfo, /sys/devices/system/cpu/online", "hostname, kernel.release, memory_mib, cpus"),
+        ],
         Some(_) => &[],
     }
 }
@@ -261,6 +272,8 @@ const EXAMPLES: &[(Option<&str>, &str, &str)] = &[
     (Some("status"), "{name} status", "the last run (host.toml's report_file), its sources, the timer's next run, and the units it managed"),
     (Some("status"), "{name} status web nginx.service", "is-active and is-enabled, as systemd says them"),
     (Some("status"), "{name} status --json web", "the same, as JSON"),
+    (Some("facts"), "{name} facts", "what policies are told about this machine: one name and value a line, the labels last"),
+    (Some("facts"), "{name} facts --json", "the same as one JSON object: facts (everything policies see) and labels"),
     (Some("keygen"), "{name} keygen --out ~/keys", "policy-host.key (secret) and policy-host.pub"),
     (Some("sign"), "{name} sign web.wasm --key ~/keys/policy-host.key", "writes web.wasm.minisig"),
     (Some("sign"), "{name} sign site.yaml --key ~/keys/policy-host.key", "settings are signed the same way"),

@@ -2,7 +2,7 @@
 //! `service#NAME`, each string and list cut to its bound, and the whole
 //! text held to `--report-limit`, the rest dropped with an error saying so.
 
-use super::{Final, Requested, ResourceEvent, Source, WatchReport};
+use super::{Final, LeftOutEntry, Requested, ResourceEvent, Source, WatchReport};
 use crate::contract;
 use crate::service_name::{quote, CheckedName};
 use crate::text::{truncate, Untrusted, TRUNCATED};
@@ -11,6 +11,8 @@ use crate::text::{truncate, Untrusted, TRUNCATED};
 pub(super) const MAX_GUEST_STRING: usize = 4096;
 /// The most errors kept per event.
 pub(super) const MAX_ERRORS_PER_EVENT: usize = 100;
+/// The longest reason kept for a resource left out: a few facts' worth.
+const MAX_LEFT_OUT_WHY: usize = 512;
 /// The most actions one resource can have taken (start or stop or restart,
 /// then enable or disable); more is a malformed report.
 const MAX_ACTIONS: usize = 8;
@@ -77,14 +79,40 @@ impl ResourceEvent {
     }
 }
 
+/// What is kept of a guest's report.
+pub(super) struct Bounded {
+    pub(super) events: Vec<ResourceEvent>,
+    pub(super) errors: Vec<Untrusted>,
+    pub(super) left_out: Vec<LeftOutEntry>,
+    /// Whether any event was dropped.
+    pub(super) cut: bool,
+    /// The bytes of text kept.
+    pub(super) used: usize,
+}
+
+impl LeftOutEntry {
+    /// Converts a guest's `left-out`, checking its resource name like an
+    /// event's and bounding its reason.
+    fn from_guest(l: contract::LeftOut) -> Result<Self, String> {
+        let name = l.resource.strip_prefix("service#").unwrap_or("");
+        if CheckedName::check(name).is_err() {
+            return Err(format!(
+                "malformed report: left-out resource {} is not service#NAME with a valid service name",
+                quote(&truncate(l.resource, 256, "..."))
+            ));
+        }
+        Ok(Self {
+            resource: l.resource,
+            why: bounded(l.why, MAX_LEFT_OUT_WHY),
+        })
+    }
+}
+
 /// Converts the guest's report, keeping at most `max_bytes` of text: the rest
 /// of the events are dropped, with an error saying so, rather than letting a
-/// guest make the host build an enormous report. The flag says whether
-/// anything was dropped; the count is the bytes of text kept.
-pub(super) fn bounded_report(
-    report: contract::Report,
-    max_bytes: usize,
-) -> (Vec<ResourceEvent>, Vec<Untrusted>, bool, usize) {
+/// guest make the host build an enormous report. Resources left out come
+/// last, within what is left (the first malformed one ends them).
+pub(super) fn bounded_report(report: contract::Report, max_bytes: usize) -> Bounded {
     let total = report.events.len();
     let mut used = 0;
     let mut events = Vec::new();
@@ -119,5 +147,31 @@ pub(super) fn bounded_report(
         }
         errors.push(bounded(message, MAX_GUEST_STRING));
     }
-    (events, errors, cut, used.min(max_bytes))
+    let total = report.left_out.len();
+    let mut left_out = Vec::new();
+    for guest_entry in report.left_out {
+        let entry = match LeftOutEntry::from_guest(guest_entry) {
+            Ok(entry) => entry,
+            Err(problem) => {
+                errors.push(Untrusted::new(problem));
+                break;
+            }
+        };
+        used += entry.resource.len() + entry.why.len();
+        if used > max_bytes {
+            errors.push(Untrusted::new(format!(
+                "report truncated: kept {} of {total} resources left out, the report limit is {max_bytes} bytes",
+                left_out.len()
+            )));
+            break;
+        }
+        left_out.push(entry);
+    }
+    Bounded {
+        events,
+        errors,
+        left_out,
+        cut,
+        used: used.min(max_bytes),
+    }
 }

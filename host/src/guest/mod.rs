@@ -29,6 +29,7 @@ use serde::{Serialize, Serializer};
 use crate::contract;
 use crate::provider::{CallRecord, UnitState};
 use crate::runtime::RunFailure;
+use crate::service_name::quote;
 use crate::text::{truncate, Untrusted, TRUNCATED};
 use crate::watch::survey::Survey;
 
@@ -116,10 +117,21 @@ pub struct ResourceEvent {
     pub left_alone: Option<LeftAloneEvent>,
 }
 
+/// A resource the policy declares for other machines, and why not this
+/// one, in the policy's words (`when role = web (this machine: db)`).
+#[derive(Debug, Clone, Serialize)]
+pub struct LeftOutEntry {
+    pub resource: String,
+    pub why: Untrusted,
+}
+
 /// What the host takes from one run of a guest.
 #[derive(Debug, Clone, Default)]
 pub struct GuestOutcome {
     pub resources: Vec<ResourceEvent>,
+    /// Resources the policy left out on this machine; none the host changed
+    /// or the report applied (such a claim is dropped with an error).
+    pub left_out: Vec<LeftOutEntry>,
     /// Problems with the run as a whole: policy-level errors from the guest,
     /// a malformed or truncated report.
     pub errors: Vec<Untrusted>,
@@ -140,10 +152,17 @@ impl GuestOutcome {
         noop: bool,
         max_bytes: usize,
     ) -> Self {
-        let (claimed, mut errors, failure, cut, used) = match outcome {
+        let (claimed, mut errors, mut left_out, failure, cut, used) = match outcome {
             Ok(report) => {
-                let (events, errors, cut, used) = bounds::bounded_report(report, max_bytes);
-                (events, errors, None, cut, used)
+                let kept = bounds::bounded_report(report, max_bytes);
+                (
+                    kept.events,
+                    kept.errors,
+                    kept.left_out,
+                    None,
+                    kept.cut,
+                    kept.used,
+                )
             }
             Err(mut failure) => {
                 failure.message = Untrusted::new(truncate(
@@ -152,7 +171,14 @@ impl GuestOutcome {
                     TRUNCATED,
                 ));
                 let used = failure.message.len();
-                (Vec::new(), Vec::new(), Some(failure), false, used)
+                (
+                    Vec::new(),
+                    Vec::new(),
+                    Vec::new(),
+                    Some(failure),
+                    false,
+                    used,
+                )
             }
         };
         let resources = if noop {
@@ -160,9 +186,24 @@ impl GuestOutcome {
         } else {
             reconcile::reconcile(claimed, HostRecord::of(calls), cut || failure.is_some())
         };
+        // A resource applied (or changed by the host) was not left out,
+        // whatever the policy says.
+        left_out.retain(|entry| {
+            let applied = resources
+                .iter()
+                .any(|r| same_unit(&r.resource, &entry.resource));
+            if applied {
+                errors.push(Untrusted::new(format!(
+                    "malformed report: {} is said left out, and it was applied",
+                    quote(&entry.resource)
+                )));
+            }
+            !applied
+        });
         errors.truncate(MAX_ERRORS_PER_EVENT + 1);
         Self {
             resources,
+            left_out,
             errors,
             failure,
             room: max_bytes.saturating_sub(used),
@@ -203,6 +244,15 @@ impl GuestOutcome {
             said.why.clone_from(&reason.why);
         }
     }
+}
+
+/// Whether two `service#NAME` resources are one unit (`web`, `web.service`).
+fn same_unit(a: &str, b: &str) -> bool {
+    let unit = |r: &str| {
+        r.strip_prefix("service#")
+            .and_then(crate::provider::unit_name::mangle)
+    };
+    a == b || unit(a).is_some_and(|u| Some(u) == unit(b))
 }
 
 /// A state as its word (`running`).

@@ -318,6 +318,7 @@ mod tests {
         let report = crate::contract::Report {
             events: Vec::new(),
             errors: vec!["e".repeat(4_000); 20],
+            left_out: Vec::new(),
         };
         let mut outcome = GuestOutcome::new(Ok(report), &[], false, 100_000);
         outcome.resources.push(event("web", Vec::new()));

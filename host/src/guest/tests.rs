@@ -41,6 +41,7 @@ fn outcome(events: Vec<contract::Event>, calls: &[CallRecord]) -> GuestOutcome {
     let report = contract::Report {
         events,
         errors: Vec::new(),
+        left_out: Vec::new(),
     };
     GuestOutcome::new(Ok(report), calls, false, 1 << 20)
 }
@@ -186,6 +187,7 @@ fn a_noop_run_keeps_the_policys_claims_and_says_whose_they_are() {
     let report = contract::Report {
         events: vec![claim],
         errors: Vec::new(),
+        left_out: Vec::new(),
     };
     let out = GuestOutcome::new(Ok(report), &[], true, 1 << 20);
     let web = &out.resources[0];
@@ -240,4 +242,78 @@ fn a_refusal_of_a_unit_left_alone_is_said_and_other_failures_still_fail() {
     failed.failed = true;
     let out = outcome(vec![failed], &[denied]);
     assert!(out.resources[0].failed && out.resources[0].left_alone.is_none());
+}
+
+fn left_out(resource: &str, why: &str) -> contract::LeftOut {
+    contract::LeftOut {
+        resource: resource.into(),
+        why: why.into(),
+    }
+}
+
+#[test]
+fn resources_left_out_are_kept_checked_and_never_one_the_host_changed() {
+    let calls = [
+        call(Operation::Status, "web", Some((false, false))),
+        call(Operation::Start, "web", None),
+        call(Operation::Status, "web", Some((true, false))),
+    ];
+    // The policy says web was left out, and web was started: the host
+    // believes what it did.
+    let report = contract::Report {
+        events: Vec::new(),
+        errors: Vec::new(),
+        left_out: vec![
+            left_out("service#db", "when role = db (this machine: web)"),
+            left_out("service#web", "when role = nobody"),
+        ],
+    };
+    let out = GuestOutcome::new(Ok(report), &calls, false, 1 << 20);
+    assert_eq!(out.left_out.len(), 1);
+    assert_eq!(out.left_out[0].resource, "service#db");
+    assert_eq!(
+        out.left_out[0].why.as_raw(),
+        "when role = db (this machine: web)"
+    );
+    assert!(out
+        .resources
+        .iter()
+        .any(|r| r.resource == "service#web" && r.changed));
+    assert!(
+        out.errors.iter().any(|e| e
+            .as_raw()
+            .contains("\"service#web\" is said left out, and it was applied")),
+        "{:?}",
+        out.errors
+    );
+
+    // A name that is not a unit's ends the list, said.
+    let report = contract::Report {
+        events: Vec::new(),
+        errors: Vec::new(),
+        left_out: vec![left_out("service#a b", "x"), left_out("service#db", "y")],
+    };
+    let out = GuestOutcome::new(Ok(report), &[], false, 1 << 20);
+    assert!(out.left_out.is_empty());
+    assert!(
+        out.errors[0].as_raw().contains("left-out resource"),
+        "{:?}",
+        out.errors
+    );
+
+    // Its text counts toward the report limit, and its reason is bounded.
+    let report = contract::Report {
+        events: Vec::new(),
+        errors: Vec::new(),
+        left_out: (0..1000)
+            .map(|i| left_out(&format!("service#u{i}"), &"w".repeat(10_000)))
+            .collect(),
+    };
+    let out = GuestOutcome::new(Ok(report), &[], false, 64 * 1024);
+    assert!(out.left_out.len() < 1000);
+    assert!(out.left_out.iter().all(|l| l.why.len() < 600));
+    assert!(out
+        .errors
+        .iter()
+        .any(|e| e.as_raw().contains("resources left out")));
 }

@@ -56,6 +56,16 @@ pub fn systemd_with(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Sy
     Guarded::over(SystemdBackend::new(&config, runner), guard)
 }
 
+/// The running systemd's version as it says it over the system bus (the
+/// manager's `Version`: `252.22-1~deb12u1`), on a connection of its own
+/// (no process, and nothing a fake systemctl records); `None` when there is
+/// no bus, no systemd on it, or no answer within `timeout` for each step.
+/// The version of the systemd running, not of the systemctl installed.
+pub fn systemd_version(timeout: Duration) -> Option<String> {
+    let bus = systemd::bus::dbus::SystemdBus::connect(timeout).ok()?;
+    bus.manager_version(timeout).ok()
+}
+
 /// systemctl on `PATH`, or why not.
 pub fn systemctl_on_path() -> Result<std::path::PathBuf, String> {
     std::env::var_os("PATH")

@@ -129,6 +129,9 @@ fn render_run(out: &mut String, run: &RunReport, verbosity: Verbosity, style: St
         );
     }
     let width = render_resources(out, run, quiet, style);
+    if !quiet {
+        render_left_out(out, run, width, style);
+    }
     render_problems(out, run, quiet, style);
     if verbosity == Verbosity::Verbose {
         render_calls(out, run, width, style);
@@ -236,6 +239,25 @@ fn render_resources(out: &mut String, run: &RunReport, quiet: bool, style: Style
         }
     }
     width
+}
+
+/// The resources declared for other machines, and why not this one.
+fn render_left_out(out: &mut String, run: &RunReport, width: usize, style: Style) {
+    let width = run
+        .left_out
+        .iter()
+        .map(|l| one_line(&l.resource).len())
+        .max()
+        .unwrap_or(0)
+        .max(width);
+    for entry in &run.left_out {
+        let _ = writeln!(
+            out,
+            "{:<width$}  {}",
+            one_line(&entry.resource),
+            style.dim(&format!("not applied: {}", entry.why))
+        );
+    }
 }
 
 /// The run's own errors, a policy's failure, and the policy's log.
@@ -411,8 +433,12 @@ fn resource_counts(s: &Summary, changed: &str) -> String {
         0 => String::new(),
         n => format!(", {n} left alone"),
     };
+    let left_out = match s.left_out {
+        0 => String::new(),
+        n => format!(" ({n} not applied on this machine)"),
+    };
     format!(
-        "{} {resources}, {} {changed}, {} failed{after}{left_alone}, {} unchanged",
+        "{} {resources}, {} {changed}, {} failed{after}{left_alone}, {} unchanged{left_out}",
         s.resources, s.changed, s.failed, s.unchanged
     )
 }

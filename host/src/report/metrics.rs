@@ -8,8 +8,21 @@ use crate::guest::Done;
 
 /// The metrics of one invocation. `report` is `None` when the run could not
 /// happen at all (a refused signature, a missing file): that is a failed run
-/// with nothing applied, and monitoring must see it.
-pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTime) -> String {
+/// with nothing applied, and monitoring must see it. `machine` is the
+/// operator's labels as Prometheus label pairs (`label_role`, `web`): every
+/// series carries them, so that a central Prometheus groups results by role
+/// (`sum by (label_role) (policy_host_resources{state="failed"})`).
+pub fn render_metrics(
+    report: Option<&Report>,
+    machine: &[(String, String)],
+    duration_secs: f64,
+    now: SystemTime,
+) -> String {
+    let machine: Vec<String> = machine
+        .iter()
+        .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
+        .collect();
+    let machine = machine.join(",");
     let summary = report.map(Report::summary);
     let count = |f: fn(&super::Summary) -> usize| summary.map_or(0, f);
     let timestamp = now
@@ -20,6 +33,7 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} gauge");
         for (labels, value) in samples {
+            let labels = with_machine(labels, &machine);
             let _ = writeln!(out, "{name}{labels} {value}");
         }
     };
@@ -33,6 +47,11 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
             ("{state=\"left_alone\"}", count(|s| s.left_alone) as f64),
             ("{state=\"unchanged\"}", count(|s| s.unchanged) as f64),
         ],
+    );
+    gauge(
+        "policy_host_resources_not_applied",
+        "Resources the last run's policies declare for other machines: their `when` did not match this machine's facts (not counted in policy_host_resources).",
+        &[("", count(|s| s.left_out) as f64)],
     );
     let [paused, held] = left_alone_by_kind(report);
     gauge(
@@ -88,6 +107,15 @@ pub fn render_metrics(report: Option<&Report>, duration_secs: f64, now: SystemTi
         &[("", f64::from(u8::from(summary.is_some_and(|s| s.success))))],
     );
     out
+}
+
+/// A sample's labels (`{state="total"}` or none) with the machine's after them.
+fn with_machine(labels: &str, machine: &str) -> String {
+    match (labels.strip_suffix('}'), machine.is_empty()) {
+        (_, true) => labels.to_owned(),
+        (Some(own), false) => format!("{own},{machine}}}"),
+        (None, false) => format!("{{{machine}}}"),
+    }
 }
 
 /// Resources left alone in `report`: paused, held.
@@ -239,7 +267,7 @@ mod tests {
                 source(location, digest, stale),
                 Some(source("/etc/site.yaml", "sha256:5e", false)),
             )]);
-            render_metrics(Some(&report), 1.0, SystemTime::UNIX_EPOCH)
+            render_metrics(Some(&report), &[], 1.0, SystemTime::UNIX_EPOCH)
         };
         let first = render("sha256:aa", "oci://r.example/policies/web:1", false);
         let second = render("sha256:bb", "oci://r.example/policies/web:2", true);
@@ -278,7 +306,7 @@ mod tests {
                 None,
             ),
         ]);
-        let text = render_metrics(Some(&report), 1.0, SystemTime::UNIX_EPOCH);
+        let text = render_metrics(Some(&report), &[], 1.0, SystemTime::UNIX_EPOCH);
         let stale = series(&text, "policy_host_source_stale");
         assert_eq!(
             stale,
@@ -296,7 +324,7 @@ mod tests {
             source("C:\\x", "sha256:1", false),
             None,
         )]);
-        let text = render_metrics(Some(&report), 1.0, SystemTime::UNIX_EPOCH);
+        let text = render_metrics(Some(&report), &[], 1.0, SystemTime::UNIX_EPOCH);
         assert!(text.contains("policy=\"we\\\"b\\n.wasm\""), "{text}");
         assert!(text.contains("source=\"C:\\\\x\""), "{text}");
     }
@@ -342,6 +370,7 @@ mod tests {
         ];
         let text = render_metrics(
             Some(&Report::new(vec![report])),
+            &[],
             1.0,
             SystemTime::UNIX_EPOCH,
         );

@@ -6,11 +6,12 @@
 mod human;
 mod metrics;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::guest::{GuestOutcome, ResourceEvent};
+use crate::guest::{GuestOutcome, LeftOutEntry, ResourceEvent};
 use crate::provider::CallRecord;
 use crate::runtime::RunFailure;
 use crate::text::{millis, Untrusted};
@@ -111,6 +112,9 @@ pub struct Summary {
     /// back after a crash loop) and that did not fail otherwise.
     pub left_alone: usize,
     pub unchanged: usize,
+    /// Resources the policies declare for other machines (their `when`
+    /// did not match this one's facts): not among `resources`.
+    pub left_out: usize,
     /// Policies that failed as a whole (a policy-level error, a limit, a
     /// trap), whatever their resources say: a policy that failed before
     /// reporting any resource still counts here.
@@ -140,6 +144,7 @@ impl Summary {
                 .iter()
                 .filter(|r| !r.changed && !r.failed && r.left_alone.is_none())
                 .count(),
+            left_out: 0,
             policies_failed: 0,
             duration_ms: 0.0,
             success: failed == 0,
@@ -151,6 +156,9 @@ impl Summary {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     pub policy: String,
+    /// The machine's labels (host.toml `[labels]`), for grouping reports.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     pub source: SourceReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings_source: Option<SourceReport>,
@@ -159,6 +167,10 @@ pub struct RunReport {
     pub compile: CompileInfo,
     pub provider: ProviderInfo,
     pub resources: Vec<ResourceEvent>,
+    /// Resources the policy declares for other machines, and why not this
+    /// one (the policy's words, shown escaped).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOutEntry>,
     /// Problems with the run as a whole: policy-level errors from the guest,
     /// a malformed or truncated report. Shown escaped.
     pub errors: Vec<Untrusted>,
@@ -191,17 +203,20 @@ impl RunReport {
     pub fn new(record: RunRecord) -> Self {
         let GuestOutcome {
             resources,
+            left_out,
             errors,
             failure,
             ..
         } = record.outcome;
         let policy_failed = !errors.is_empty() || failure.is_some();
         let mut summary = Summary::of_events(&resources);
+        summary.left_out = left_out.len();
         summary.policies_failed = usize::from(policy_failed);
         summary.duration_ms = millis(record.duration);
         summary.success = summary.failed == 0 && !policy_failed;
         Self {
             policy: record.policy,
+            labels: BTreeMap::new(),
             source: record.source,
             settings_source: record.settings_source,
             noop: record.noop,
@@ -209,6 +224,7 @@ impl RunReport {
             compile: record.compile,
             provider: record.provider,
             resources,
+            left_out,
             errors,
             failure,
             calls: record.calls,
@@ -277,6 +293,9 @@ pub use metrics::render_metrics;
 pub enum Report {
     Single(Box<RunReport>),
     Several {
+        /// The machine's labels (each policy's report has them too).
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        labels: BTreeMap<String, String>,
         policies: Vec<RunReport>,
         summary: Summary,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -297,14 +316,36 @@ impl Report {
             failed_after_changes: sum(|s| s.failed_after_changes),
             left_alone: sum(|s| s.left_alone),
             unchanged: sum(|s| s.unchanged),
+            left_out: sum(|s| s.left_out),
             policies_failed: sum(|s| s.policies_failed),
             duration_ms: reports.iter().map(|r| r.summary.duration_ms).sum(),
             success: reports.iter().all(|r| r.summary.success),
         };
         Report::Several {
+            labels: BTreeMap::new(),
             policies: reports,
             summary,
             interrupted: None,
+        }
+    }
+
+    /// Says the machine's labels in the report and each policy's.
+    pub fn set_labels<'l>(&mut self, labels: impl Iterator<Item = (&'l str, &'l str)>) {
+        let labels: BTreeMap<String, String> = labels
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect();
+        match self {
+            Report::Single(run) => run.labels = labels,
+            Report::Several {
+                labels: all,
+                policies,
+                ..
+            } => {
+                for run in policies.iter_mut() {
+                    run.labels.clone_from(&labels);
+                }
+                *all = labels;
+            }
         }
     }
 

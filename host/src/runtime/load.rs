@@ -11,7 +11,7 @@ use wasmtime::Engine;
 /// The version of `wit/policy.wit` this host speaks (a test checks the two
 /// agree). A policy built against another version is refused by name at
 /// load, instead of failing to link with wasmtime's type error.
-pub const CONTRACT_VERSION: &str = "0.5.0";
+pub const CONTRACT_VERSION: &str = "0.6.0";
 
 /// Our own package's interfaces, without their version.
 const OWN_PACKAGE: &str = "policy-host:policy/";

@@ -285,7 +285,7 @@ impl PolicyRuntime {
                 .map_err(|e| RunFailure::classify(&e, "instantiation"))?;
             store.data_mut().declaring = true;
             let declared = policy
-                .call_subscriptions(&mut store, options.settings.as_deref())
+                .call_subscriptions(&mut store, options.settings.as_deref(), &options.facts)
                 .map_err(|e| RunFailure::classify(&e, "trap"))?;
             store.data_mut().declaring = false;
             options.watched = watch(declared, deadline).map_err(|why| RunFailure {

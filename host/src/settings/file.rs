@@ -1,5 +1,6 @@
 //! host.toml: read once per command, every key checked against the
-//! declared settings, its `[[policy]]` list made absolute.
+//! declared settings, its `[[policy]]` list made absolute, its `[labels]`
+//! checked.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use anyhow::{bail, Context as _};
 
 use super::options::all_settings;
 use super::value::{Lookup, Source};
+use crate::facts::Labels;
 
 /// Where the host looks for its configuration when `--config` is not given.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/policy-host/host.toml";
@@ -20,6 +22,8 @@ pub struct ConfigFile {
     values: BTreeMap<String, toml::Value>,
     /// The `[[policy]]` tables: what `host run` with no policy named runs.
     pub policies: Vec<PolicyEntry>,
+    /// The `[labels]` table, checked: the operator's names for this machine.
+    labels: Labels,
 }
 
 /// One `[[policy]]` of host.toml: a policy and the settings it runs with,
@@ -75,6 +79,10 @@ impl ConfigFile {
                     .collect()
             }
         };
+        let labels = match table.remove("labels") {
+            None => Labels::default(),
+            Some(value) => super::labels::read(path, text, value)?,
+        };
         let mut values = BTreeMap::new();
         flatten("", table, &mut values);
         for key in values.keys() {
@@ -103,12 +111,18 @@ impl ConfigFile {
             path: Some(path.to_owned()),
             values,
             policies,
+            labels,
         })
     }
 
     /// The configuration file read, if any.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
+    }
+
+    /// The operator's labels (`[labels]`); none when the file gives none.
+    pub fn labels(&self) -> &Labels {
+        &self.labels
     }
 
     /// The value of `key` (`limits.memory_mib`), when the file gives one.

@@ -20,6 +20,11 @@
 //! registry_timeout_secs = 30
 //! provider = "auto"
 //!
+//! # This machine's names: policies select by them, reports and metrics carry them.
+//! [labels]
+//! role = "web"
+//! site = "eu-west-1"
+//!
 //! [limits]
 //! cpu_time_secs = 10
 //! memory_mib = 64
@@ -43,11 +48,12 @@
 //! The modules, by job: [`declare`] (how an option is declared),
 //! [`options`] (the declaration: the command-line flags and typed values it
 //! generates), [`value`] (reading and checking each kind of value),
-//! [`file`] (host.toml), [`resolve`] (what the commands use) and
+//! [`file`] (host.toml; its `[labels]` in `labels`), [`resolve`] (what the commands use) and
 //! [`template`] (the packaged host.toml).
 
 pub mod declare;
 pub mod file;
+mod labels;
 pub mod options;
 pub mod resolve;
 pub mod template;
@@ -103,6 +109,7 @@ mod tests {
             .join("\n");
         let settings = run(RunFlags::default(), &text).unwrap();
         assert_eq!(settings.limits.wall_clock, Duration::from_secs(900));
+        assert_eq!(settings.labels.get("role"), Some("web"));
         assert_eq!(
             settings.allow.unwrap().patterns(),
             ["web-*", "nginx.service"]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::file::ConfigFile;
 use super::options::{ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags};
+use crate::facts::Labels;
 use crate::limits::Limits;
 use crate::provider::{StatusVia, UnitAllowlist};
 use crate::signature::Trust;
@@ -42,6 +43,9 @@ pub struct RunSettings {
     pub state_dir: PathBuf,
     /// Where `file#` subscriptions may be read.
     pub watch_paths: WatchPaths,
+    /// host.toml's `[labels]`: told to every policy with the gathered
+    /// facts, carried by reports and metrics.
+    pub labels: Labels,
 }
 
 impl RunSettings {
@@ -77,6 +81,7 @@ impl RunSettings {
             cache_dir: values.cache_dir,
             state_dir,
             watch_paths: values.watch_paths,
+            labels: file.labels().clone(),
         })
     }
 

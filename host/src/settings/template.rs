@@ -38,6 +38,7 @@ pub fn host_toml_template() -> String {
             write_entry(&mut out, s, &s.key[prefix.len()..]);
         }
     }
+    out.push_str(LABELS_EXAMPLE);
     out.push_str(
         "\n# The policies `policy-host run` runs, in order: each a signed policy (a file, a directory\n\
          # of *.wasm files, or an oci:// reference) and, optionally, its signed settings (a file or\n\
@@ -51,6 +52,16 @@ pub fn host_toml_template() -> String {
     out.push_str(BUILT_IN_POLICY_EXAMPLE);
     out
 }
+
+/// The `[labels]` table, commented: names the operator gives this machine,
+/// checked when host.toml is read (`crate::facts::Labels::check`).
+pub(super) const LABELS_EXAMPLE: &str = "
+# This machine's labels: policies select by them, and reports and metrics carry them (names
+# and values: letters, digits and : - _ . \\ @; `policy-host facts` shows what policies see).
+#[labels]
+#role = \"web\"
+#site = \"eu-west-1\"
+";
 
 /// The value a setting's line shows: its default, or an example where it
 /// has none.

@@ -4,13 +4,15 @@
 
 use guest_sdk::prelude::*;
 
-/// Reads the manifest from the settings; running without settings is an error,
-/// because an empty desired state is almost certainly a mistake.
+/// Reads the manifest from the settings, for this machine (entries whose
+/// `when` does not match its facts are left out, and reported); running
+/// without settings is an error, because an empty desired state is almost
+/// certainly a mistake.
 pub fn manifest(ctx: &Context) -> Result<Policy, PolicyError> {
     let text = ctx
         .settings()
         .ok_or("no manifest given: run with --settings FILE (YAML or JSON)")?;
-    Ok(guest_sdk::parse_manifest(text)?)
+    Ok(guest_sdk::manifest::parse_manifest_for(text, &ctx.facts())?)
 }
 
 guest_sdk::export_policy!(manifest);
@@ -48,6 +50,25 @@ mod tests {
             system.mutating_calls(),
             ["start db", "enable db", "restart web", "stop old"],
             "web is restarted because db, which it subscribes to, changed"
+        );
+    }
+
+    #[test]
+    fn entries_for_other_machines_are_left_out_and_said() {
+        let site = "- service:\n    - web:\n        when: { role: web }\n    - db:\n        when: { role: db }\n";
+        let mut system = SimulatedSystem::new()
+            .with_fact("role", "db")
+            .with_unit("web", UnitState::stopped())
+            .with_unit("db", UnitState::stopped());
+        let report = guest_sdk::run(
+            manifest,
+            &mut system,
+            &RunOptions::default().with_settings(site),
+        );
+        assert_eq!(system.mutating_calls(), ["start db"]);
+        assert_eq!(
+            report.why_left_out("service#web"),
+            Some("when role = web (this machine: db)")
         );
     }
 

@@ -18,6 +18,8 @@ use crate::report::{render_human, render_metrics, Report, Style};
 pub(super) struct Outputs {
     pub(super) report: Option<PathBuf>,
     pub(super) metrics: Option<PathBuf>,
+    /// host.toml's `[labels]`, as the metrics' label pairs.
+    pub(super) labels: Vec<(String, String)>,
 }
 
 impl Outputs {
@@ -89,6 +91,7 @@ pub(super) fn write(
     if let Some(path) = &outputs.metrics {
         let metrics = render_metrics(
             result.ok(),
+            &outputs.labels,
             started.elapsed().as_secs_f64(),
             SystemTime::now(),
         );

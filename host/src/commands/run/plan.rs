@@ -260,6 +260,7 @@ impl Outputs {
             args.output_flags.resolve(file).map(|v| Self {
                 report: v.report_file,
                 metrics: v.metrics_file,
+                labels: file.labels().metric_pairs(),
             })
         };
         ConfigFile::load(args.trust.config.path())

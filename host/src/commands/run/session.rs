@@ -8,7 +8,9 @@ use std::time::{Instant, SystemTime};
 use anyhow::bail;
 
 use crate::atomic_file;
+use crate::contract::types::Fact;
 use crate::contract::{ErrorKind, RunOptions};
+use crate::facts::Facts;
 use crate::guest::GuestOutcome;
 use crate::interrupt;
 use crate::left_alone::pause::Pauses;
@@ -38,6 +40,8 @@ pub(super) struct Session<'a> {
     records: Records,
     /// The units this run leaves alone (paused, held back).
     left_alone: LeftAlone,
+    /// The machine's facts and labels, told to every policy of the run.
+    facts: Vec<Fact>,
 }
 
 impl<'a> Session<'a> {
@@ -97,6 +101,15 @@ impl<'a> Session<'a> {
             left_alone: left_alone.clone(),
             reload_before_change: request.reload_before_change,
         }));
+        // Gathered once per run, afresh (a watch's runs see a new hostname).
+        let facts = Facts::gather(&settings.labels)
+            .entries()
+            .iter()
+            .map(|(name, value)| Fact {
+                name: name.clone(),
+                value: value.clone(),
+            })
+            .collect();
         Ok(Self {
             plan,
             run,
@@ -104,6 +117,7 @@ impl<'a> Session<'a> {
             provider,
             records,
             left_alone,
+            facts,
         })
     }
 
@@ -120,6 +134,7 @@ impl<'a> Session<'a> {
             mut provider,
             records,
             left_alone,
+            facts,
         } = self;
         let names: BTreeSet<String> = run
             .policies
@@ -153,6 +168,7 @@ impl<'a> Session<'a> {
                 // subscriptions and the host looked at them.
                 watched: Vec::new(),
                 settings: policy.settings.as_ref().map(|doc| doc.text.clone()),
+                facts: facts.clone(),
             };
             let key = policy.key.clone();
             let (report, references);
@@ -264,6 +280,7 @@ fn finish(
         }
     }
     let mut report = Report::new(reports);
+    report.set_labels(plan.settings.labels.iter());
     if let Some(signal) = interrupt::received() {
         report.interrupt(interrupt::name(signal), not_started);
     }

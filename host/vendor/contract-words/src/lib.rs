@@ -7,6 +7,8 @@
 //! The two sides check names independently on purpose (the host trusts no
 //! guest); what they must agree on word for word lives here.
 
+pub mod facts;
+
 /// `is-active`'s words and whether each counts as running. `reloading` and
 /// `refreshing` are running; `deactivating` is on its way to stopped.
 pub const IS_ACTIVE_WORDS: [(&str, bool); 7] = [

@@ -22,6 +22,7 @@ impl Default for RunOptions {
             refreshed: Vec::new(),
             watched: Vec::new(),
             settings: None,
+            facts: Vec::new(),
         }
     }
 }
@@ -71,6 +72,13 @@ impl RunOptions {
             }
         };
         &mut self.watched[index]
+    }
+
+    /// Sets the fact `name` to `value` for this run, over what the
+    /// provider's machine says (see [`crate::sim::SimulatedSystem::with_fact`]).
+    pub fn with_fact(mut self, name: &str, value: &str) -> Self {
+        crate::facts::set(&mut self.facts, name, value);
+        self
     }
 
     /// Sets the settings document.
@@ -144,6 +152,7 @@ pub fn apply(policy: &Policy, provider: &mut dyn Provider, options: &RunOptions)
     Report {
         events,
         errors: Vec::new(),
+        left_out: policy.left_out().to_vec(),
     }
 }
 

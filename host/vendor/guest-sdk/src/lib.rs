@@ -43,6 +43,7 @@ pub mod _tutorial;
 mod apply;
 mod context;
 pub mod contract;
+pub mod facts;
 pub mod manifest;
 pub mod name;
 mod policy;
@@ -61,7 +62,8 @@ use std::fmt::Display;
 
 pub use apply::{apply, RunOptions, Watched};
 pub use context::Context;
-pub use contract::Subscription;
+pub use contract::{Fact, LeftOut, Subscription};
+pub use facts::Facts;
 pub use manifest::{parse_manifest, ManifestError};
 pub use name::{NameError, ServiceName};
 pub use policy::Policy;
@@ -79,33 +81,41 @@ pub type PolicyError = Box<dyn std::error::Error + Send + Sync>;
 /// This is what the exported entry point does inside the component; native
 /// tests call it with a [`sim::SimulatedSystem`]. An error from the policy
 /// function becomes a policy-level error in the report, and nothing is applied.
+///
+/// The policy function sees the facts of `options` (the host's), over those
+/// the provider's machine has (a [`sim::SimulatedSystem`]'s).
 pub fn run<F, E>(policy_fn: F, provider: &mut dyn Provider, options: &RunOptions) -> Report
 where
     F: FnOnce(&Context<'_>) -> Result<Policy, E>,
     E: Display,
 {
-    let context = Context::new(options.settings.as_deref(), options.noop);
+    let mut facts = provider.machine_facts();
+    for fact in &options.facts {
+        facts::set(&mut facts, fact.name.clone(), fact.value.clone());
+    }
+    let context = Context::new(options.settings.as_deref(), options.noop).with_facts(&facts);
     match policy_fn(&context) {
         Ok(policy) => apply(&policy, provider, options),
         Err(e) => Report::rejected(vec![format!("policy: {e}")]),
     }
 }
 
-/// What each service of the policy `policy_fn` builds from `settings`
-/// subscribes to, with no provider call: the exported `subscriptions`,
-/// which the host asks before `run` to watch `file#` and `package#`
-/// references. Services without subscriptions are left out. An error (the
-/// policy function's, or an invalid declaration's) is what `run` would
-/// report.
+/// What each service of the policy `policy_fn` builds from `settings` and
+/// `facts` subscribes to, with no provider call: the exported
+/// `subscriptions`, which the host asks before `run` to watch `file#` and
+/// `package#` references. Services without subscriptions, and those left
+/// out on this machine, are left out. An error (the policy function's, or
+/// an invalid declaration's) is what `run` would report.
 pub fn subscriptions<F, E>(
     policy_fn: F,
     settings: Option<&str>,
+    facts: &[Fact],
 ) -> Result<Vec<Subscription>, String>
 where
     F: FnOnce(&Context<'_>) -> Result<Policy, E>,
     E: Display,
 {
-    let context = Context::new(settings, false);
+    let context = Context::new(settings, false).with_facts(facts);
     let policy = policy_fn(&context).map_err(|e| format!("policy: {e}"))?;
     Ok(policy
         .validate()
@@ -123,8 +133,8 @@ where
 pub mod prelude {
     pub use crate::sim::{SimulatedSystem, UnitState};
     pub use crate::{
-        Action, Context, Ensure, Operation, Policy, PolicyError, ProviderError, Report, RunOptions,
-        Service,
+        Action, Context, Ensure, Facts, Operation, Policy, PolicyError, ProviderError, Report,
+        RunOptions, Service,
     };
 }
 
@@ -145,8 +155,9 @@ macro_rules! export_policy {
                 }
                 fn subscriptions(
                     settings: Option<String>,
+                    facts: Vec<$crate::Fact>,
                 ) -> Result<Vec<$crate::Subscription>, String> {
-                    $crate::subscriptions($policy_fn, settings.as_deref())
+                    $crate::subscriptions($policy_fn, settings.as_deref(), &facts)
                 }
             }
             $crate::contract::bindings::__export_policy_world!(ExportedPolicy with_types_in $crate::contract::bindings);
@@ -155,7 +166,7 @@ macro_rules! export_policy {
         const _: () = {
             fn _signature_check(context: &$crate::Context<'_>) -> $crate::Report {
                 let _ = context;
-                let _ = $crate::subscriptions($policy_fn, None);
+                let _ = $crate::subscriptions($policy_fn, None, &[]);
                 let mut system = $crate::sim::SimulatedSystem::new();
                 $crate::run($policy_fn, &mut system, &$crate::RunOptions::default())
             }

@@ -12,13 +12,39 @@
 //! Errors name the field at fault and, for YAML and JSON syntax or type
 //! problems, the line and column: the document is read by the same code as a
 //! policy's settings ([`crate::settings`]).
+//!
+//! An entry, or a whole item (a group of entries), may say where it applies
+//! with `when`: a mapping of fact names ([`crate::facts`]: `os.id`, `arch`,
+//! `hostname`, or a label of host.toml such as `role`) to the value each
+//! must have, exactly or as a shell-style pattern (`hostname: "web-*"`,
+//! `?`, `[a-c]`). Every named fact must match, on the item and the entry;
+//! an entry that does not match is left out, and the report says why. A
+//! fact name the machine does not have is an error, before anything is
+//! applied, on every machine: a misspelt `when` never leaves a service out
+//! silently.
+//!
+//! ```yaml
+//! - service:
+//!     - ssh:
+//!     - nginx:
+//!         when: { role: web }
+//! - when: { os.id: debian, os.version_id: "12" }
+//!   service:
+//!     - php8.2-fpm:
+//!         when: { role: web }
+//! ```
 
 use std::collections::BTreeMap;
+use std::fmt;
 
+use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::facts::Facts;
+use crate::name::ServiceName;
 use crate::policy::Policy;
+use crate::resource_ref::ResourceRef;
 use crate::service::{Ensure, Service};
 use crate::settings::{field_at, parse_document, DocumentProblem};
 
@@ -88,6 +114,49 @@ impl From<DocumentProblem> for ManifestError {
 #[serde(deny_unknown_fields)]
 struct Block {
     service: Vec<BTreeMap<String, Option<ServiceProperties>>>,
+    /// Where every entry of the item applies.
+    #[serde(default)]
+    when: When,
+}
+
+/// Fact names and the value (or pattern) each must have.
+type When = BTreeMap<String, FactValue>;
+
+/// A value of `when`: text, or a YAML integer or boolean read as the text
+/// the host gives (`os.version_id: 12` is `"12"`). A number with a
+/// fraction is refused: `12.10` would read as `12.1`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FactValue(String);
+
+impl<'de> Deserialize<'de> for FactValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl Visitor<'_> for Text {
+            type Value = FactValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a fact's value or pattern, as text")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<FactValue, E> {
+                Ok(FactValue(v.to_owned()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<FactValue, E> {
+                Ok(FactValue(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<FactValue, E> {
+                Ok(FactValue(v.to_string()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<FactValue, E> {
+                Ok(FactValue(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<FactValue, E> {
+                Err(E::custom(format!(
+                    "{v} is a number with a fraction, which may not read as written \
+                     (12.10 is 12.1): quote the value"
+                )))
+            }
+        }
+        deserializer.deserialize_any(Text)
+    }
 }
 
 /// The properties of one `name:` entry.
@@ -100,11 +169,25 @@ struct ServiceProperties {
     enable: Option<bool>,
     #[serde(default)]
     subscribe: Vec<String>,
+    /// Where this entry applies.
+    #[serde(default)]
+    when: When,
 }
 
-/// Parses a manifest into a [`Policy`]. Text starting with `[` or `{` is read
-/// as JSON, anything else as YAML. An empty document is an empty policy.
+/// Parses a manifest into a [`Policy`], for a machine without facts: an
+/// entry with `when` is an error (its fact is not there). Text starting
+/// with `[` or `{` is read as JSON, anything else as YAML. An empty
+/// document is an empty policy.
 pub fn parse_manifest(text: &str) -> Result<Policy, ManifestError> {
+    parse_manifest_for(text, &Facts::default())
+}
+
+/// Parses a manifest into the [`Policy`] of the machine with `facts`
+/// (`ctx.facts()`): the entries whose `when` matches are its services, the
+/// others are left out ([`Policy::left_out`]) with the facts that did not
+/// match. Every `when` is checked, matching or not: a fact name the machine
+/// does not have, or a pattern that is not one, is an error.
+pub fn parse_manifest_for(text: &str, facts: &Facts<'_>) -> Result<Policy, ManifestError> {
     let trimmed = text.trim_start();
     if trimmed.is_empty()
         || trimmed
@@ -116,6 +199,8 @@ pub fn parse_manifest(text: &str) -> Result<Policy, ManifestError> {
     let blocks: Vec<Block> = parse_document(text)?;
     let mut policy = Policy::new();
     for (index, block) in blocks.into_iter().enumerate() {
+        let item = format!("item {} (service)", index + 1);
+        let block_mismatches = mismatches(&block.when, facts, &item)?;
         for entry in block.service {
             if entry.len() != 1 {
                 let names: Vec<&str> = entry.keys().map(String::as_str).collect();
@@ -128,6 +213,17 @@ pub fn parse_manifest(text: &str) -> Result<Policy, ManifestError> {
             }
             let (name, properties) = entry.into_iter().next().expect("one entry");
             let properties = properties.unwrap_or_default();
+            let mut mismatched = block_mismatches.clone();
+            mismatched.extend(mismatches(
+                &properties.when,
+                facts,
+                &format!("{item}: {name}"),
+            )?);
+            if !mismatched.is_empty() {
+                check_left_out(&name, &properties.subscribe)?;
+                policy.leave_out(&name, format!("when {}", mismatched.join(", ")));
+                continue;
+            }
             let mut service = Service::new(name)
                 .ensure(properties.ensure.unwrap_or_default())
                 .enable_option(properties.enable);
@@ -138,6 +234,58 @@ pub fn parse_manifest(text: &str) -> Result<Policy, ManifestError> {
         }
     }
     Ok(policy)
+}
+
+/// The conditions of `when` this machine does not meet, as the report says
+/// them (`role = web (this machine: db)`); an error for a fact name it does
+/// not have or a pattern that is not one. `at` says where `when` is.
+fn mismatches(when: &When, facts: &Facts<'_>, at: &str) -> Result<Vec<String>, ManifestError> {
+    let mut mismatched = Vec::new();
+    for (name, FactValue(wanted)) in when {
+        let Some(value) = facts.get(name) else {
+            let known: Vec<&str> = facts.names().collect();
+            return Err(ManifestError::Structure(format!(
+                "{at}: when: `{name}` is not a fact of this machine (its facts: {})",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        };
+        if !matches(wanted, value).map_err(|e| {
+            ManifestError::Structure(format!(
+                "{at}: when: {name}: {wanted:?} is not a pattern: {e}"
+            ))
+        })? {
+            let value = if value.is_empty() { "unknown" } else { value };
+            mismatched.push(format!("{name} = {wanted} (this machine: {value})"));
+        }
+    }
+    Ok(mismatched)
+}
+
+/// Whether `value` is `wanted`, or matches it as a shell-style pattern when
+/// it has one of `*?[`.
+fn matches(wanted: &str, value: &str) -> Result<bool, glob::PatternError> {
+    if wanted.contains(['*', '?', '[']) {
+        Ok(glob::Pattern::new(wanted)?.matches(value))
+    } else {
+        Ok(wanted == value)
+    }
+}
+
+/// An entry left out is checked as far as it can be without applying it
+/// (its name, its references), so that a manifest that is wrong for one
+/// kind of machine is wrong on all of them.
+fn check_left_out(name: &str, subscribe: &[String]) -> Result<(), ManifestError> {
+    let label = format!("service#{name}");
+    ServiceName::parse(name).map_err(|e| ManifestError::Structure(format!("{label}: {e}")))?;
+    for reference in subscribe {
+        ResourceRef::parse(reference)
+            .map_err(|e| ManifestError::Structure(format!("{label}: subscribe: {e}")))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -273,5 +421,133 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("line 2"), "{err}");
+    }
+
+    fn machine(pairs: &[(&str, &str)]) -> Vec<crate::contract::Fact> {
+        let mut list = crate::facts::simulated();
+        for (name, value) in pairs {
+            crate::facts::set(&mut list, *name, *value);
+        }
+        list
+    }
+
+    const FLEET: &str = "\
+- service:
+    - ssh:
+    - nginx:
+        when: { role: web }
+    - postgresql:
+        when: { role: db, hostname: \"db-*\" }
+- when: { os.id: debian, os.version_id: 12 }
+  service:
+    - php8.2-fpm:
+        when: { role: web }
+        subscribe: [service#nginx]
+";
+
+    fn names(policy: &Policy) -> Vec<&str> {
+        policy.services().iter().map(Service::name).collect()
+    }
+
+    #[test]
+    fn when_selects_the_entries_of_this_machine_and_says_why_others_are_left_out() {
+        let web = machine(&[("role", "web"), ("hostname", "web-01")]);
+        let policy = parse_manifest_for(FLEET, &Facts::new(&web)).unwrap();
+        assert_eq!(names(&policy), ["ssh", "nginx", "php8.2-fpm"]);
+        assert_eq!(policy.left_out().len(), 1);
+        assert_eq!(policy.left_out()[0].resource, "service#postgresql");
+        assert_eq!(
+            policy.left_out()[0].why,
+            "when hostname = db-* (this machine: web-01), role = db (this machine: web)"
+        );
+
+        let db = machine(&[
+            ("role", "db"),
+            ("hostname", "db-7"),
+            ("os.version_id", "13"),
+        ]);
+        let policy = parse_manifest_for(FLEET, &Facts::new(&db)).unwrap();
+        assert_eq!(names(&policy), ["ssh", "postgresql"]);
+        let why: Vec<_> = policy.left_out().iter().map(|l| l.why.as_str()).collect();
+        assert_eq!(
+            why,
+            [
+                "when role = web (this machine: db)",
+                // The group's condition and the entry's, both said.
+                "when os.version_id = 12 (this machine: 13), role = web (this machine: db)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fact_this_machine_does_not_have_is_an_error_even_where_nothing_matches() {
+        let text = "- when: { os.id: plan9 }\n  service:\n    - web:\n        when: { rol: web }\n";
+        let err = parse_manifest_for(text, &Facts::new(&machine(&[("role", "web")])))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`rol` is not a fact of this machine"), "{err}");
+        assert!(err.contains("item 1 (service): web"), "{err}");
+        assert!(err.contains("role"), "the facts it has are listed: {err}");
+        // Without facts (parse_manifest), any `when` is such an error.
+        let err = parse_manifest("- service:\n    - web:\n        when: { role: web }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("its facts: none"), "{err}");
+    }
+
+    #[test]
+    fn patterns_match_shell_style_and_a_bad_one_is_named() {
+        let facts = machine(&[("hostname", "web-12")]);
+        let facts = Facts::new(&facts);
+        for (pattern, applies) in [
+            ("web-*", true),
+            ("web-?2", true),
+            ("web-[0-9][0-9]", true),
+            ("web-1", false),
+            ("db-*", false),
+            ("WEB-12", false),
+        ] {
+            let text =
+                format!("- service:\n    - web:\n        when: {{ hostname: \"{pattern}\" }}\n");
+            let policy = parse_manifest_for(&text, &facts).unwrap();
+            assert_eq!(policy.services().len() == 1, applies, "{pattern}");
+        }
+        let err = parse_manifest_for(
+            "- service:\n    - web:\n        when: { hostname: \"web-[\" }\n",
+            &facts,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("is not a pattern"), "{err}");
+    }
+
+    #[test]
+    fn a_value_with_a_fraction_must_be_quoted() {
+        let facts = machine(&[]);
+        let err = parse_manifest_for(
+            "- service:\n    - web:\n        when: { os.version_id: 12.10 }\n",
+            &Facts::new(&facts),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("quote the value"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn an_entry_left_out_is_still_checked() {
+        let facts = machine(&[("role", "db")]);
+        let err = parse_manifest_for(
+            "- service:\n    - \"bad name!\":\n        when: { role: web }\n",
+            &Facts::new(&facts),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("service#bad name!"), "{err}");
+        // One unit for two kinds of machine is not declared twice.
+        let text = "- service:\n    - app:\n        when: { role: web }\n    - app:\n        ensure: stopped\n        when: { role: db }\n";
+        let policy = parse_manifest_for(text, &Facts::new(&facts)).unwrap();
+        assert_eq!(policy.services()[0].desired_ensure(), Ensure::Stopped);
+        assert!(policy.validate().is_ok());
     }
 }

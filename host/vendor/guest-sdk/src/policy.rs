@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use crate::contract::LeftOut;
 use crate::name::{unit_name, ServiceName};
 use crate::resource_ref::ResourceRef;
 use crate::service::{Ensure, Service};
@@ -10,6 +11,8 @@ use crate::service::{Ensure, Service};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
     services: Vec<Service>,
+    /// Services declared for other machines, and why not this one.
+    left_out: Vec<LeftOut>,
 }
 
 /// A service whose name and subscriptions passed validation.
@@ -54,6 +57,22 @@ impl Policy {
     /// The services, in the order they were added (and are applied).
     pub fn services(&self) -> &[Service] {
         &self.services
+    }
+
+    /// Notes that the service `name` is declared for other machines and
+    /// not applied on this one, and why (`when role = web (this machine:
+    /// db)`): the report lists it, so an operator sees what was not done
+    /// and need not wonder. Nothing is asked of the unit.
+    pub fn leave_out(&mut self, name: impl AsRef<str>, why: impl Into<String>) {
+        self.left_out.push(LeftOut {
+            resource: format!("service#{}", name.as_ref()),
+            why: why.into(),
+        });
+    }
+
+    /// The services left out on this machine, in the order noted.
+    pub fn left_out(&self) -> &[LeftOut] {
+        &self.left_out
     }
 
     /// Checks the whole policy; returns every problem found, not just the first.

@@ -62,6 +62,13 @@ pub trait Provider {
     /// Makes the unit not start at boot (`systemctl disable`).
     fn disable(&mut self, service: &ServiceName) -> Result<(), ProviderError>;
 
+    /// The facts of the machine this provider stands for, when it knows
+    /// them itself: the simulated system does; the host gives its facts in
+    /// the run options instead (none here).
+    fn machine_facts(&self) -> Vec<crate::contract::Fact> {
+        Vec::new()
+    }
+
     /// Runs one mutating operation by its name; `enable` and `disable`
     /// are always [`Progress::Finished`] when they succeed.
     fn mutate(

@@ -59,7 +59,17 @@ impl Report {
         Self {
             events: Vec::new(),
             errors,
+            left_out: Vec::new(),
         }
+    }
+
+    /// Why `resource` (`service#NAME`) was left out on this machine (its
+    /// `when` did not match), if it was.
+    pub fn why_left_out(&self, resource: &str) -> Option<&str> {
+        self.left_out
+            .iter()
+            .find(|l| l.resource == resource)
+            .map(|l| l.why.as_str())
     }
 
     /// The event of `resource` (`service#NAME`), if the run reached it.
@@ -230,6 +240,7 @@ mod tests {
                 event("service#web", &[], true),
             ],
             errors: Vec::new(),
+            left_out: Vec::new(),
         };
         assert_eq!(
             panic_message(|| report.assert_converged()),
@@ -250,6 +261,7 @@ mod tests {
                 event("service#web", &[Action::Restarted], false),
             ],
             errors: Vec::new(),
+            left_out: Vec::new(),
         };
         report.assert_converged();
         assert_eq!(
@@ -259,6 +271,7 @@ mod tests {
         Report {
             events: vec![event("service#db", &[], false)],
             errors: Vec::new(),
+            left_out: Vec::new(),
         }
         .assert_no_changes();
     }

@@ -109,6 +109,7 @@ impl Scenario {
             refreshed: self.refreshed.clone(),
             watched: Vec::new(),
             settings: None,
+            facts: Vec::new(),
         }
     }
 }

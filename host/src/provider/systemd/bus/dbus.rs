@@ -413,6 +413,19 @@ impl SystemdBus {
             .block_on(self.unit_property::<UnitJob>(unit, UNIT, "Job", timeout))
     }
 
+    /// systemd's `Version`, as the manager says it (`252.22-1~deb12u1`).
+    pub(crate) fn manager_version(&self, timeout: Duration) -> Result<String, DbusError> {
+        let value: zbus::OwnedVariant = self.call(
+            SYSTEMD,
+            MANAGER_PATH,
+            "org.freedesktop.DBus.Properties",
+            "Get",
+            &(MANAGER, "Version"),
+            timeout,
+        )?;
+        String::try_from(value).map_err(transport)
+    }
+
     /// The `Result` of the service `unit` (already mangled): why its last
     /// job failed, in systemd's word (`exit-code`, `timeout`, ...).
     pub(crate) fn service_result(
