@@ -135,6 +135,12 @@ impl Policy {
                 });
             }
         }
+        for left in &self.left_out {
+            let name = left.resource.strip_prefix("service#").unwrap_or("");
+            if let Err(e) = ServiceName::parse(name) {
+                errors.push(format!("{} (left out): {e}", left.resource));
+            }
+        }
         if errors.is_empty() {
             Ok(valid)
         } else {
@@ -260,6 +266,20 @@ mod tests {
         let errors = errors_of(Policy::new().service(Service::new("app@instance")));
         assert_eq!(errors.len(), 1);
         assert!(errors[0].contains("\"app@instance\""), "{}", errors[0]);
+    }
+
+    #[test]
+    fn a_service_left_out_needs_a_valid_name_too() {
+        let mut policy = Policy::new().service(Service::new("web"));
+        policy.leave_out("db", "only where role = db");
+        assert!(policy.validate().is_ok());
+        policy.leave_out("bad name", "never");
+        let errors = errors_of(policy);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("service#bad name (left out): "),
+            "{errors:?}"
+        );
     }
 
     #[test]
