@@ -276,7 +276,10 @@ mod tests {
         policy.leave_out("bad name", "never");
         let errors = errors_of(policy);
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].starts_with("service#bad name (left out): "), "{errors:?}");
+        assert!(
+            errors[0].starts_with("service#bad name (left out): "),
+            "{errors:?}"
+        );
     }
 
     #[test]
