@@ -225,11 +225,7 @@ impl GuestOutcome {
             return;
         }
         for event in &mut self.resources {
-            let Some(unit) = event
-                .resource
-                .strip_prefix("service#")
-                .and_then(crate::provider::unit_name::mangle)
-            else {
+            let Some(unit) = resource_unit(&event.resource) else {
                 continue;
             };
             let Some(reason) = set.reason(&unit) else {
@@ -246,13 +242,17 @@ impl GuestOutcome {
     }
 }
 
+/// The unit a `service#NAME` resource names, as systemd reads it
+/// (`web` → `web.service`).
+fn resource_unit(resource: &str) -> Option<String> {
+    resource
+        .strip_prefix("service#")
+        .and_then(crate::provider::unit_name::mangle)
+}
+
 /// Whether two `service#NAME` resources are one unit (`web`, `web.service`).
 fn same_unit(a: &str, b: &str) -> bool {
-    let unit = |r: &str| {
-        r.strip_prefix("service#")
-            .and_then(crate::provider::unit_name::mangle)
-    };
-    a == b || unit(a).is_some_and(|u| Some(u) == unit(b))
+    a == b || resource_unit(a).is_some_and(|u| Some(u) == resource_unit(b))
 }
 
 /// A state as its word (`running`).
