@@ -48,7 +48,8 @@ fn counts(table: &[(&'static str, bool)], word: &str, command: &str) -> (&'stati
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct UnitState {
-    /// Whether it counts as running (`active`, `reloading`, `activating`).
+    /// Whether it counts as running (`active`, `reloading`, `refreshing`; `activating`
+    /// and `deactivating` count as stopped, as `inactive` and `failed` do).
     pub running: bool,
     /// Whether it counts as starting at boot.
     pub enabled: bool,

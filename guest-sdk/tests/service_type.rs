@@ -583,8 +583,11 @@ fn failing_call_fails_its_resource_but_not_the_others() {
     assert!(broken.actions.is_empty());
     assert_eq!(
         broken.errors,
-        ["start broken: Job for broken.service failed"],
-        "one error: the failure already stands, verification adds none"
+        [
+            "start broken: Job for broken.service failed",
+            "failed to reach desired state: expected running and enabled, found stopped and disabled"
+        ],
+        "why the start failed, then what the verification found"
     );
     assert_eq!(broken.final_state, Some(final_state(false, false)));
     for name in ["service#a", "service#c"] {
@@ -1049,7 +1052,13 @@ fn a_unit_missing_after_a_start_or_a_failed_stop_is_not_stopped() {
     );
     let event = &report.events[0];
     assert!(event.failed && !event.changed);
-    assert_eq!(event.errors, ["stop web: Job for web.service canceled."]);
+    assert_eq!(
+        event.errors,
+        [
+            "stop web: Job for web.service canceled.",
+            "failed to reach desired state: expected stopped, found running and enabled"
+        ]
+    );
 }
 
 /// docs/service-type.md, Kinds of units: `linked` and `masked` count as
@@ -1086,7 +1095,8 @@ fn linked_and_masked_units() {
         event.errors,
         [
             "start web: systemctl start --system -- web failed (exit status 1): Failed to start \
-          web.service: Unit web.service is masked."
+          web.service: Unit web.service is masked.",
+            "failed to reach desired state: expected running, found stopped and disabled"
         ]
     );
 }
@@ -1144,7 +1154,15 @@ fn a_failed_job_fails_its_resource_with_the_reason_and_skips_its_enablement() {
     let report = apply(&policy, &mut system, &RunOptions::default());
     let b = &report.events[1];
     assert!(b.failed);
-    assert_eq!(b.errors, [format!("start b: {reason}")]);
+    assert_eq!(
+        b.errors,
+        [
+            format!("start b: {reason}"),
+            "failed to reach desired state: expected running and enabled, found stopped and \
+             disabled"
+                .to_owned()
+        ]
+    );
     assert!(b.actions.is_empty() && !b.changed, "{b:?}");
     assert_eq!(b.final_state, Some(final_state(false, false)));
     assert!(!report.events[0].failed && !report.events[2].failed);
@@ -1208,7 +1226,8 @@ fn a_unit_that_cannot_be_queued_fails_at_once_as_before() {
 /// docs/service-type.md, Verification: a start counts only when the unit
 /// stayed up through the host's settle window. One that died is a failed
 /// start (its action not reported, phase two not made), with the host's
-/// reason, whether the host ran the job to its end or queued it.
+/// reason and, beside it, the seed's `failed to reach desired state`,
+/// whether the host ran the job to its end or queued it.
 #[test]
 fn a_start_that_did_not_stay_up_fails_and_skips_phase_two() {
     for queued in [false, true] {
@@ -1228,7 +1247,15 @@ fn a_start_that_did_not_stay_up_fails_and_skips_phase_two() {
         let web = report.event("service#web").unwrap();
         assert!(web.failed && !web.changed, "queued {queued}: {web:?}");
         assert!(web.actions.is_empty());
-        assert_eq!(web.errors, [format!("start web: {why}")]);
+        assert_eq!(
+            web.errors,
+            [
+                format!("start web: {why}"),
+                "failed to reach desired state: expected running and enabled, found stopped \
+                 and disabled"
+                    .to_owned()
+            ]
+        );
         assert_eq!(web.final_state, Some(final_state(false, false)));
         assert!(!report.event("service#db").unwrap().failed);
     }

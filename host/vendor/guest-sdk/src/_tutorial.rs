@@ -183,9 +183,13 @@
 //!     .with_no_effect(Operation::Start, "nginx");
 //! let report = guest_sdk::run(web_host, &mut system, &RunOptions::default());
 //! assert_eq!(report.failed_count(), 2);
+//! // Why the start failed, then what the status after it found.
 //! assert_eq!(
 //!     report.event("service#postgresql").unwrap().errors,
-//!     ["start postgresql: Job for postgresql.service failed."]
+//!     [
+//!         "start postgresql: Job for postgresql.service failed.",
+//!         "failed to reach desired state: expected running and enabled, found stopped and disabled",
+//!     ]
 //! );
 //! assert_eq!(
 //!     report.event("service#nginx").unwrap().errors,
@@ -248,7 +252,13 @@
 //! system.assert_mutating_calls(&["start flaky"]);
 //! let flaky = report.event("service#flaky").unwrap();
 //! assert!(flaky.failed && flaky.actions.is_empty());
-//! assert_eq!(flaky.errors, ["start flaky: flaky.service did not stay up: ..."]);
+//! assert_eq!(
+//!     flaky.errors,
+//!     [
+//!         "start flaky: flaky.service did not stay up: ...",
+//!         "failed to reach desired state: expected running and enabled, found stopped and disabled",
+//!     ]
+//! );
 //! let looping = report.event("service#looping").unwrap();
 //! assert!(looping.failed);
 //! assert!(looping.errors[0].contains("restarted 3 times by systemd since start"));
@@ -369,8 +379,9 @@
 //! On `wasm32`, [`export_policy!`](crate::export_policy!) exports the function as the component's
 //! `run`; the component imports nothing but the host's six service
 //! operations and WASI with nothing granted, so a policy cannot read files,
-//! the environment or the network: everything it knows comes from its
-//! settings and the status queries.
+//! the environment or the network: everything it knows is what the host
+//! tells each run (its settings, this machine's facts and labels, step 4b,
+//! and the references that changed) and what its status queries answer.
 //!
 //! ## 6. Sign it and distribute the public key
 //!

@@ -435,13 +435,16 @@ impl<'a> Applying<'a> {
     }
 }
 
-/// The desired-state check of the status read after the changes.
+/// The desired-state check of the status read after the changes, made
+/// after a change that failed too: beside why it failed (a start that did
+/// not stay up), `failed to reach desired state` says what was expected and
+/// what was found (docs/service-type.md, Verification).
 fn verify(event: &mut Event, service: &ValidService, after: Result<ServiceStatus, ProviderError>) {
     match after {
         Ok(status) => {
             let after = Observed::from(&status);
             event.final_state = Some(after.into());
-            if !event.failed && !is_desired(service, after) {
+            if !is_desired(service, after) {
                 event.failed = true;
                 event.errors.push(format!(
                     "failed to reach desired state: expected {}, found {}",
@@ -453,9 +456,7 @@ fn verify(event: &mut Event, service: &ValidService, after: Result<ServiceStatus
         // A transient unit is gone once it stopped: that is `stopped`, and
         // nothing is left to be enabled. (Missing before anything was done,
         // it is "service not found", above.)
-        Err(ProviderError::NotFound(_))
-            if !event.failed && event.actions.contains(&Action::Stopped) =>
-        {
+        Err(ProviderError::NotFound(_)) if event.actions.contains(&Action::Stopped) => {
             if service.enable == Some(true) {
                 event.failed = true;
                 event.errors.push(format!(

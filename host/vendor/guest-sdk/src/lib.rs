@@ -1,8 +1,11 @@
 //! Write desired-state policies for systemd services in Rust, unit-test them
 //! natively, and run them as signed WebAssembly components under `host run`.
 //!
-//! A policy is a function from a [`Context`] (the run's settings) to a
-//! [`Policy`]: an ordered list of [`Service`] declarations. The SDK holds all
+//! A policy is a function from a [`Context`] (the run's settings, this
+//! machine's facts and labels, whether it is a noop run) to a [`Policy`]: an
+//! ordered list of [`Service`] declarations. The host also tells each run
+//! which references changed (`--refresh`, and the files and packages it
+//! watches), which the SDK compares with the subscriptions. The SDK holds all
 //! of the service type's logic (two-phase apply, idempotency, subscriptions,
 //! noop mode, verification of the final state, name validation); the host only
 //! carries out the six provider operations it is asked for.
