@@ -18,7 +18,10 @@
 //! `hostname`, or a label of host.toml such as `role`) to the value each
 //! must have, exactly or as a shell-style pattern (`hostname: "web-*"`,
 //! `?`, `[a-c]`). Every named fact must match, on the item and the entry;
-//! an entry that does not match is left out, and the report says why. A
+//! an entry that does not match is left out, and the report says why. One
+//! unit may have an entry per kind of machine (`app` stopped where `role:
+//! db`, running where `role: web`): the entry left out then also says which
+//! entry applies its unit here. A
 //! fact name the machine does not have is an error, before anything is
 //! applied, on every machine: a misspelt `when` never leaves a service out
 //! silently.
@@ -42,7 +45,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::facts::Facts;
-use crate::name::ServiceName;
+use crate::name::{unit_name, ServiceName};
 use crate::policy::Policy;
 use crate::resource_ref::ResourceRef;
 use crate::service::{Ensure, Service};
@@ -185,8 +188,11 @@ pub fn parse_manifest(text: &str) -> Result<Policy, ManifestError> {
 /// Parses a manifest into the [`Policy`] of the machine with `facts`
 /// (`ctx.facts()`): the entries whose `when` matches are its services, the
 /// others are left out ([`Policy::left_out`]) with the facts that did not
-/// match. Every `when` is checked, matching or not: a fact name the machine
-/// does not have, or a pattern that is not one, is an error.
+/// match, and, when another entry of the same unit applies here, which one
+/// (`when role = db (this machine: web); app is applied here by item 1's
+/// entry 2 (when role = web)`). Every `when` is checked, matching or not: a
+/// fact name the machine does not have, or a pattern that is not one, is an
+/// error.
 pub fn parse_manifest_for(text: &str, facts: &Facts<'_>) -> Result<Policy, ManifestError> {
     let trimmed = text.trim_start();
     if trimmed.is_empty()
@@ -198,10 +204,15 @@ pub fn parse_manifest_for(text: &str, facts: &Facts<'_>) -> Result<Policy, Manif
     }
     let blocks: Vec<Block> = parse_document(text)?;
     let mut policy = Policy::new();
+    // The entries left out, noted once every entry applied here is known.
+    let mut left_out: Vec<(String, String)> = Vec::new();
+    // Where each unit applied here was declared: its unit, then the entry
+    // as a left-out entry of the same unit names it.
+    let mut applied: Vec<(String, String)> = Vec::new();
     for (index, block) in blocks.into_iter().enumerate() {
         let item = format!("item {} (service)", index + 1);
         let block_mismatches = mismatches(&block.when, facts, &item)?;
-        for entry in block.service {
+        for (position, entry) in block.service.into_iter().enumerate() {
             if entry.len() != 1 {
                 let names: Vec<&str> = entry.keys().map(String::as_str).collect();
                 return Err(ManifestError::Structure(format!(
@@ -221,9 +232,18 @@ pub fn parse_manifest_for(text: &str, facts: &Facts<'_>) -> Result<Policy, Manif
             )?);
             if !mismatched.is_empty() {
                 check_left_out(&name, &properties.subscribe)?;
-                policy.leave_out(&name, format!("when {}", mismatched.join(", ")));
+                left_out.push((name, format!("when {}", mismatched.join(", "))));
                 continue;
             }
+            applied.push((
+                unit_name(&name).into_owned(),
+                format!(
+                    "item {}'s entry {} ({})",
+                    index + 1,
+                    position + 1,
+                    conditions(&block.when, &properties.when)
+                ),
+            ));
             let mut service = Service::new(name)
                 .ensure(properties.ensure.unwrap_or_default())
                 .enable_option(properties.enable);
@@ -233,7 +253,32 @@ pub fn parse_manifest_for(text: &str, facts: &Facts<'_>) -> Result<Policy, Manif
             policy.add(service);
         }
     }
+    // One unit with an entry per kind of machine: the entry left out says
+    // which one applies its unit here, so the report never reads as if the
+    // unit were not applied.
+    for (name, mut why) in left_out {
+        let unit = unit_name(&name);
+        if let Some((_, entry)) = applied.iter().find(|(u, _)| *u == unit) {
+            why.push_str(&format!("; {name} is applied here by {entry}"));
+        }
+        policy.leave_out(&name, why);
+    }
     Ok(policy)
+}
+
+/// The conditions an entry applied under, as a report says them: `when
+/// role = web` (the item's, then the entry's), or `no when`.
+fn conditions(item: &When, entry: &When) -> String {
+    let all: Vec<String> = item
+        .iter()
+        .chain(entry)
+        .map(|(name, FactValue(wanted))| format!("{name} = {wanted}"))
+        .collect();
+    if all.is_empty() {
+        "no when".to_owned()
+    } else {
+        format!("when {}", all.join(", "))
+    }
 }
 
 /// The conditions of `when` this machine does not meet, as the report says
@@ -549,5 +594,53 @@ mod tests {
         let policy = parse_manifest_for(text, &Facts::new(&facts)).unwrap();
         assert_eq!(policy.services()[0].desired_ensure(), Ensure::Stopped);
         assert!(policy.validate().is_ok());
+    }
+
+    #[test]
+    fn an_entry_left_out_names_the_entry_that_applies_its_unit_here() {
+        // The applying entry after the one left out, in another spelling,
+        // under an item's `when`; and one without any `when`.
+        let text = "\
+- service:
+    - app:
+        ensure: stopped
+        when: { role: db }
+    - other:
+        when: { role: db }
+- when: { os.id: debian }
+  service:
+    - app.service:
+        when: { role: web }
+- service:
+    - ssh:
+    - ssh:
+        ensure: stopped
+        when: { role: db }
+";
+        let facts = machine(&[("role", "web")]);
+        let policy = parse_manifest_for(text, &Facts::new(&facts)).unwrap();
+        assert_eq!(names(&policy), ["app.service", "ssh"]);
+        let left: Vec<(&str, &str)> = policy
+            .left_out()
+            .iter()
+            .map(|l| (l.resource.as_str(), l.why.as_str()))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                (
+                    "service#app",
+                    "when role = db (this machine: web); app is applied here by item 2's \
+                     entry 1 (when os.id = debian, role = web)"
+                ),
+                // No entry of its unit applies here: said as before.
+                ("service#other", "when role = db (this machine: web)"),
+                (
+                    "service#ssh",
+                    "when role = db (this machine: web); ssh is applied here by item 3's \
+                     entry 1 (no when)"
+                ),
+            ]
+        );
     }
 }

@@ -62,7 +62,10 @@ impl Policy {
     /// Notes that the service `name` is declared for other machines and
     /// not applied on this one, and why (`when role = web (this machine:
     /// db)`): the report lists it, so an operator sees what was not done
-    /// and need not wonder. Nothing is asked of the unit.
+    /// and need not wonder. Nothing is asked of the unit. A unit that
+    /// another service of this policy applies may be left out too (one
+    /// unit, a declaration per kind of machine): the host then reports
+    /// both, so `why` should say which declaration applies it here.
     pub fn leave_out(&mut self, name: impl AsRef<str>, why: impl Into<String>) {
         self.left_out.push(LeftOut {
             resource: format!("service#{}", name.as_ref()),

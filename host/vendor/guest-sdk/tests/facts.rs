@@ -110,3 +110,64 @@ fn the_hosts_facts_in_the_options_win_over_the_simulated_machine() {
         .with_fact("site", "fra1");
     assert!(guest_sdk::run(seen, &mut system, &options).succeeded());
 }
+
+/// One unit for the whole fleet, an entry per role: `app` is stopped on
+/// database machines and runs on web ones.
+const ONE_UNIT_PER_ROLE: &str = "\
+- service:
+    - app:
+        ensure: stopped
+        when: { role: db }
+    - app:
+        ensure: running
+        when: { role: web }
+";
+
+#[test]
+fn one_unit_with_an_entry_per_role_is_applied_once_and_its_other_entry_says_which_applied() {
+    for (role, other, entry, found, call) in [
+        ("web", "db", 2, UnitState::stopped(), "start app"),
+        ("db", "web", 1, UnitState::running(), "stop app"),
+    ] {
+        for noop in [true, false] {
+            let options = if noop {
+                RunOptions::noop()
+            } else {
+                RunOptions::default()
+            }
+            .with_settings(ONE_UNIT_PER_ROLE);
+            let mut system = SimulatedSystem::new()
+                .with_fact("role", role)
+                .with_unit("app", found);
+            let report = guest_sdk::run(manifest, &mut system, &options);
+            report.assert_converged();
+            if noop {
+                assert!(system.mutating_calls().is_empty(), "{role}");
+            } else {
+                system.assert_mutating_calls(&[call]);
+            }
+            // What was left out, compared with what was applied: the one
+            // unit applied is left out only by its other entry, which says
+            // which entry applied it here.
+            let applied: Vec<&str> = report.events.iter().map(|e| e.resource.as_str()).collect();
+            assert_eq!(applied, ["service#app"], "{role}");
+            let left: Vec<(&str, &str)> = report
+                .left_out
+                .iter()
+                .map(|l| (l.resource.as_str(), l.why.as_str()))
+                .collect();
+            assert_eq!(
+                left,
+                [(
+                    "service#app",
+                    format!(
+                        "when role = {other} (this machine: {role}); app is applied here by \
+                         item 1's entry {entry} (when role = {role})"
+                    )
+                    .as_str()
+                )],
+                "{role}, noop: {noop}"
+            );
+        }
+    }
+}
