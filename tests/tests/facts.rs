@@ -3,12 +3,17 @@
 //! select the manifest's entries (`when`), the rest are reported as not
 //! applied, in `--noop` too; a fact the machine does not have stops the
 //! run before anything changes; a bad label is refused, naming it; the
-//! report and the metrics carry the labels.
+//! report and the metrics carry the labels. Against the fake `systemctl`:
+//! one unit with an entry per role converges on each kind of machine.
 
-use std::path::PathBuf;
+use std::fs;
+use std::path::{Path, PathBuf};
 
+use policy_host_e2e::build::{sign_file, signed_policy};
+use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::machine::{machine, mutating_calls, Machine, Run};
 use policy_host_e2e::metrics;
+use policy_host_e2e::outcome;
 use policy_host_e2e::requires::e2e_test;
 use serde_json::Value;
 
@@ -235,5 +240,127 @@ fn a_bad_label_is_refused_naming_it_and_nothing_runs() {
         let run = host(&m, &["facts", "--config", config.to_str().unwrap()]);
         assert_ne!(run.code, 0, "{labels}: {run:?}");
         assert!(run.stderr.contains(said), "{labels}: {run:?}");
+    }
+}
+
+/// One unit for the whole fleet, an entry per role (issue 43): `app` is
+/// stopped on database machines and runs on web ones.
+const ONE_UNIT_PER_ROLE: &str = "\
+- service:
+    - app:
+        ensure: stopped
+        when: { role: db }
+    - app:
+        ensure: running
+        when: { role: web }
+";
+
+/// `host run manifest.wasm --settings ONE_UNIT_PER_ROLE` against `fake`,
+/// labelled by `config`, with metrics written to `metrics`.
+fn run_one_unit_per_role(
+    fake: &FakeSystemctl,
+    config: &Path,
+    metrics: &Path,
+    args: &[&str],
+) -> outcome::Run {
+    let settings = fake.root().join("site.yaml");
+    fs::write(&settings, ONE_UNIT_PER_ROLE).unwrap();
+    sign_file(&settings);
+    fake.host_run()
+        .policy(signed_policy("manifest-policy"))
+        .args(["--config".as_ref(), config.as_os_str()])
+        .args(["--settings".as_ref(), settings.as_os_str()])
+        .args(["--metrics".as_ref(), metrics.as_os_str()])
+        .args(args)
+        .run()
+}
+
+/// `policy_host_run_success` in the metrics file (read without promtool:
+/// the metrics' format is checked by the tests above).
+fn run_success(metrics: &Path) -> f64 {
+    let text = fs::read_to_string(metrics).expect("the metrics file");
+    metrics::parse(&text)
+        .0
+        .iter()
+        .find(|(series, _)| series.starts_with("policy_host_run_success"))
+        .map(|(_, value)| *value)
+        .unwrap_or_else(|| panic!("no policy_host_run_success in\n{text}"))
+}
+
+#[test]
+fn one_unit_with_an_entry_per_role_converges_on_every_kind_of_machine() {
+    for (role, other) in [("web", "db"), ("db", "web")] {
+        // Found the other role's way; converged to this role's.
+        let (found, wanted, call, line) = if role == "web" {
+            ("inactive", "active", "start --system -- app", "started")
+        } else {
+            ("active", "inactive", "stop --system -- app", "stopped")
+        };
+        let fake = FakeSystemctl::new();
+        fake.unit("app", found, "disabled");
+        let config = fake.root().join("host.toml");
+        fs::write(&config, format!("[labels]\nrole = \"{role}\"\n")).unwrap();
+        let metrics = fake.root().join("policy_host.prom");
+        // The entry of the other role is said, with the one that applies.
+        let why = format!(
+            "when role = {other} (this machine: {role}); app is applied here by \
+             item 1's entry {n} (when role = {role})",
+            n = if role == "db" { 1 } else { 2 },
+        );
+
+        // --noop: what would be done, and nothing said to contradict it.
+        let noop = run_one_unit_per_role(&fake, &config, &metrics, &["--noop", "--json"]);
+        noop.assert_exit(0);
+        let report = noop.json();
+        assert_eq!(
+            report["errors"],
+            serde_json::json!([]),
+            "{role}: {report:#}"
+        );
+        assert_eq!(report["summary"]["success"], true, "{role}: {report:#}");
+        assert_eq!(
+            report["left_out"],
+            serde_json::json!([{"resource": "service#app", "why": why, "unit_applied": true}]),
+            "{role}"
+        );
+        assert_eq!(
+            report["summary"]["left_out"], 0,
+            "{role}: the unit is applied"
+        );
+        assert_eq!(fake.mutating_calls(), Vec::<String>::new(), "{role}");
+        assert_eq!(run_success(&metrics), 1.0, "{role} --noop");
+
+        // The run converges the unit to this role's entry.
+        let run = run_one_unit_per_role(&fake, &config, &metrics, &[]);
+        run.assert_exit(0);
+        assert_eq!(fake.mutating_calls(), [call], "{role}: {run:?}");
+        assert_eq!(fake.active("app").as_deref(), Some(wanted), "{role}");
+        assert_eq!(run_success(&metrics), 1.0, "{role}");
+        assert!(!run.stdout.contains("error"), "{role}: {}", run.stdout);
+        let said: Vec<&str> = run
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("service#app"))
+            .collect();
+        assert_eq!(said.len(), 2, "{role}: {}", run.stdout);
+        assert!(said[0].ends_with(line), "{role}: {}", run.stdout);
+        assert!(
+            said[1].contains(&format!("other entry not applied: {why}")),
+            "{role}: {}",
+            run.stdout
+        );
+        assert!(
+            !run.stdout.contains("not applied on this machine"),
+            "{role}: the unit was applied: {}",
+            run.stdout
+        );
+
+        // Then nothing is left to do.
+        fake.clear_calls();
+        let again = run_one_unit_per_role(&fake, &config, &metrics, &["--json"]);
+        again.assert_exit(0);
+        assert_eq!(again.json()["summary"]["changed"], 0, "{role}");
+        assert_eq!(fake.mutating_calls(), Vec::<String>::new(), "{role}");
+        assert_eq!(run_success(&metrics), 1.0, "{role}");
     }
 }

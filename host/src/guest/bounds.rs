@@ -104,6 +104,7 @@ impl LeftOutEntry {
         Ok(Self {
             resource: l.resource,
             why: bounded(l.why, MAX_LEFT_OUT_WHY),
+            unit_applied: false,
         })
     }
 }

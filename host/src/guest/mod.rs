@@ -123,14 +123,22 @@ pub struct ResourceEvent {
 pub struct LeftOutEntry {
     pub resource: String,
     pub why: Untrusted,
+    /// Set when another of the policy's entries applied this entry's unit
+    /// on this machine (one unit declared once per kind of machine): the
+    /// unit has its event among the resources, and only this entry of it
+    /// was left out.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unit_applied: bool,
 }
 
 /// What the host takes from one run of a guest.
 #[derive(Debug, Clone, Default)]
 pub struct GuestOutcome {
     pub resources: Vec<ResourceEvent>,
-    /// Resources the policy left out on this machine; none the host changed
-    /// or the report applied (such a claim is dropped with an error).
+    /// Resources the policy left out on this machine. One whose unit the
+    /// report applied under another entry is kept, marked
+    /// [`LeftOutEntry::unit_applied`]; one whose unit the host changed and
+    /// the report has no event of is dropped with an error.
     pub left_out: Vec<LeftOutEntry>,
     /// Problems with the run as a whole: policy-level errors from the guest,
     /// a malformed or truncated report.
@@ -186,19 +194,26 @@ impl GuestOutcome {
         } else {
             reconcile::reconcile(claimed, HostRecord::of(calls), cut || failure.is_some())
         };
-        // A resource applied (or changed by the host) was not left out,
+        // An entry left out whose unit the report applied under another
+        // entry (one unit, an entry per kind of machine) is no
+        // contradiction: said with the event beside it. A unit the host
+        // changed that the report gives no event of was not left out,
         // whatever the policy says.
-        left_out.retain(|entry| {
-            let applied = resources
-                .iter()
-                .any(|r| same_unit(&r.resource, &entry.resource));
-            if applied {
+        left_out.retain_mut(|entry| {
+            let events = || {
+                resources
+                    .iter()
+                    .filter(|r| same_unit(&r.resource, &entry.resource))
+            };
+            entry.unit_applied = events().any(|r| r.requested.is_some());
+            let unreported = !entry.unit_applied && events().next().is_some();
+            if unreported {
                 errors.push(Untrusted::new(format!(
                     "malformed report: {} is said left out, and it was applied",
                     quote(&entry.resource)
                 )));
             }
-            !applied
+            !unreported
         });
         errors.truncate(MAX_ERRORS_PER_EVENT + 1);
         Self {

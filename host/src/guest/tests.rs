@@ -251,6 +251,53 @@ fn left_out(resource: &str, why: &str) -> contract::LeftOut {
     }
 }
 
+/// One unit with an entry per kind of machine (`app` stopped where `role:
+/// db`, running where `role: web`): the entry that applies has its event,
+/// the other is left out, and the two do not contradict each other, in a
+/// run and in `--noop` alike.
+#[test]
+fn an_entry_left_out_whose_unit_another_entry_applied_is_no_contradiction() {
+    let calls = [
+        call(Operation::Status, "app", Some((false, false))),
+        call(Operation::Start, "app", None),
+        call(Operation::Status, "app", Some((true, false))),
+    ];
+    let why = "when role = db (this machine: web); app is applied here by item 1's entry 2 \
+               (when role = web)";
+    for (noop, calls) in [(false, &calls[..]), (true, &calls[..1])] {
+        let mut applied = event("app", &[Action::Started], Some((Ensure::Running, false)));
+        applied.noop = noop;
+        let report = contract::Report {
+            events: vec![applied],
+            errors: Vec::new(),
+            // In the other spelling too: one unit.
+            left_out: vec![
+                left_out("service#app", why),
+                left_out("service#app.service", "when role = test"),
+                left_out("service#db", "when role = db (this machine: web)"),
+            ],
+        };
+        let out = GuestOutcome::new(Ok(report), calls, noop, 1 << 20);
+        assert!(out.errors.is_empty(), "noop {noop}: {:?}", out.errors);
+        assert_eq!(out.resources.len(), 1, "noop {noop}");
+        assert!(!out.resources[0].failed, "{:?}", out.resources[0].errors);
+        let left: Vec<(&str, &str, bool)> = out
+            .left_out
+            .iter()
+            .map(|l| (l.resource.as_str(), l.why.as_raw(), l.unit_applied))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                ("service#app", why, true),
+                ("service#app.service", "when role = test", true),
+                ("service#db", "when role = db (this machine: web)", false),
+            ],
+            "noop {noop}"
+        );
+    }
+}
+
 #[test]
 fn resources_left_out_are_kept_checked_and_never_one_the_host_changed() {
     let calls = [
@@ -275,10 +322,27 @@ fn resources_left_out_are_kept_checked_and_never_one_the_host_changed() {
         out.left_out[0].why.as_raw(),
         "when role = db (this machine: web)"
     );
+    assert!(!out.left_out[0].unit_applied);
     assert!(out
         .resources
         .iter()
         .any(|r| r.resource == "service#web" && r.changed));
+    assert!(
+        out.errors.iter().any(|e| e
+            .as_raw()
+            .contains("\"service#web\" is said left out, and it was applied")),
+        "{:?}",
+        out.errors
+    );
+
+    // Another unit's event does not make the claim about web true.
+    let report = contract::Report {
+        events: vec![event("db", &[], Some((Ensure::Running, true)))],
+        errors: Vec::new(),
+        left_out: vec![left_out("service#web", "when role = nobody")],
+    };
+    let out = GuestOutcome::new(Ok(report), &calls, false, 1 << 20);
+    assert!(out.left_out.is_empty(), "{:?}", out.left_out);
     assert!(
         out.errors.iter().any(|e| e
             .as_raw()

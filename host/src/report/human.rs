@@ -241,7 +241,9 @@ fn render_resources(out: &mut String, run: &RunReport, quiet: bool, style: Style
     width
 }
 
-/// The resources declared for other machines, and why not this one.
+/// The resources declared for other machines, and why not this one; an
+/// entry whose unit another entry applied (its line is above) says it is
+/// the other entry that was not applied.
 fn render_left_out(out: &mut String, run: &RunReport, width: usize, style: Style) {
     let width = run
         .left_out
@@ -251,11 +253,16 @@ fn render_left_out(out: &mut String, run: &RunReport, width: usize, style: Style
         .unwrap_or(0)
         .max(width);
     for entry in &run.left_out {
+        let what = if entry.unit_applied {
+            "other entry not applied"
+        } else {
+            "not applied"
+        };
         let _ = writeln!(
             out,
             "{:<width$}  {}",
             one_line(&entry.resource),
-            style.dim(&format!("not applied: {}", entry.why))
+            style.dim(&format!("{what}: {}", entry.why))
         );
     }
 }

@@ -113,7 +113,8 @@ pub struct Summary {
     pub left_alone: usize,
     pub unchanged: usize,
     /// Resources the policies declare for other machines (their `when`
-    /// did not match this one's facts): not among `resources`.
+    /// did not match this one's facts): not among `resources`. An entry
+    /// left out whose unit another entry applied is not counted.
     pub left_out: usize,
     /// Policies that failed as a whole (a policy-level error, a limit, a
     /// trap), whatever their resources say: a policy that failed before
@@ -210,7 +211,7 @@ impl RunReport {
         } = record.outcome;
         let policy_failed = !errors.is_empty() || failure.is_some();
         let mut summary = Summary::of_events(&resources);
-        summary.left_out = left_out.len();
+        summary.left_out = left_out.iter().filter(|l| !l.unit_applied).count();
         summary.policies_failed = usize::from(policy_failed);
         summary.duration_ms = millis(record.duration);
         summary.success = summary.failed == 0 && !policy_failed;
