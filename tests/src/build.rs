@@ -338,6 +338,18 @@ pub fn signed_policy(package: &str) -> PathBuf {
     copy
 }
 
+/// A copy of `file` (a kept fixture, say) in this process's own directory,
+/// under `subdir`, signed there with [`test_key`]: the fixture itself is
+/// never written to.
+pub fn signed_copy(file: &Path, subdir: &str) -> PathBuf {
+    let dir = process_dir().join(subdir);
+    std::fs::create_dir_all(&dir).expect("create the copy's directory");
+    let copy = dir.join(file.file_name().expect("a file name"));
+    std::fs::copy(file, &copy).unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
+    sign_file(&copy);
+    copy
+}
+
 /// Signs any file with [`test_key`] (`host sign`), writing `FILE.minisig`:
 /// for tests of what the host does with signed but unsuitable files.
 pub fn sign_file(path: &Path) {

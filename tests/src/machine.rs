@@ -2,7 +2,7 @@
 //! ready inside, and readers of the reports its runs print: what the tests
 //! of `real_systemd.rs` and `parallel_jobs.rs` share.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::Value;
@@ -81,19 +81,31 @@ impl Machine {
     /// Runs `host run MANIFEST-POLICY --settings <manifest> ARGS` inside,
     /// with the policy signed by the test key and that key trusted.
     pub fn run(&self, manifest: &str, args: &[&str]) -> Run {
-        let settings = self.sandbox.share_file("manifest.yaml", manifest);
-        // Settings are signed like policies, under their own name.
-        build::sign_file(&settings);
+        self.run_policy(&self.policy, Some(manifest), args)
+    }
+
+    /// Runs `host run POLICY [--settings <settings>] ARGS` inside, with
+    /// `policy` (signed by the test key, under the share) and that key
+    /// trusted.
+    pub fn run_policy(&self, policy: &Path, settings: Option<&str>, args: &[&str]) -> Run {
         let mut command = vec![
-            self.host.to_str().unwrap(),
-            "run",
-            self.policy.to_str().unwrap(),
-            "--trusted-key",
-            self.trusted_key.to_str().unwrap(),
-            "--settings",
-            settings.to_str().unwrap(),
+            self.host.to_str().unwrap().to_owned(),
+            "run".to_owned(),
+            policy.to_str().unwrap().to_owned(),
+            "--trusted-key".to_owned(),
+            self.trusted_key.to_str().unwrap().to_owned(),
         ];
-        command.extend_from_slice(args);
+        if let Some(settings) = settings {
+            let settings = self.sandbox.share_file("manifest.yaml", settings);
+            // Settings are signed like policies, under their own name.
+            build::sign_file(&settings);
+            command.extend([
+                "--settings".to_owned(),
+                settings.to_str().unwrap().to_owned(),
+            ]);
+        }
+        command.extend(args.iter().map(|a| a.to_string()));
+        let command: Vec<&str> = command.iter().map(String::as_str).collect();
         let Output {
             status,
             stdout,

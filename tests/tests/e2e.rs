@@ -12,6 +12,7 @@
 //! on a machine that lacks it, it is reported as ignored with the reason,
 //! and under `CI=true` it fails instead.
 
+mod contracts;
 mod debian_package;
 mod facts;
 mod fake_systemctl;

@@ -15,6 +15,7 @@ use wasmtime::component::Component;
 
 use crate::admission::{examine_reference, Location};
 use crate::cli::InspectArgs;
+use crate::contract::ContractVersion;
 use crate::oci::Kind;
 use crate::runtime::load::{check_header, check_policy_world, interface_names, LoadError};
 use crate::runtime::PolicyRuntime;
@@ -30,6 +31,9 @@ struct Inspection {
     kind: String,
     /// `policy-host:policy/policy` when the host would accept it.
     world: Option<&'static str>,
+    /// The contract version it was built against, when it names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    contract: Option<&'static str>,
     /// Why the host would refuse it, if it would.
     problem: Option<String>,
     imports: Vec<String>,
@@ -76,6 +80,7 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
         sha256: hex(&Sha256::digest(&bytes)),
         kind: "component".into(),
         world: None,
+        contract: None,
         problem: None,
         imports: Vec::new(),
         exports: Vec::new(),
@@ -96,7 +101,10 @@ pub fn execute(args: &InspectArgs) -> anyhow::Result<i32> {
                     (inspection.imports, inspection.exports) =
                         interface_names(runtime.engine(), &component);
                     match check_policy_world(runtime.engine(), &component) {
-                        Ok(()) => inspection.world = Some("policy-host:policy/policy"),
+                        Ok(contract) => {
+                            inspection.world = Some("policy-host:policy/policy");
+                            inspection.contract = contract.map(ContractVersion::as_str);
+                        }
                         Err(e) => inspection.problem = Some(e.to_string()),
                     }
                 }
@@ -171,6 +179,9 @@ fn render(i: &Inspection) -> String {
     match (&i.world, &i.problem) {
         (Some(world), _) => {
             let _ = writeln!(out, "world:     {world} (the host accepts it)");
+            if let Some(contract) = i.contract {
+                let _ = writeln!(out, "contract:  @{contract}{}", contract_note(contract));
+            }
         }
         (None, Some(problem)) => {
             let _ = writeln!(out, "world:     refused: {}", one_line(problem));
@@ -199,6 +210,18 @@ fn render(i: &Inspection) -> String {
         (None, None) => {}
     }
     out
+}
+
+/// What a contract version means on this host, for the human report.
+fn contract_note(contract: &str) -> String {
+    if contract == ContractVersion::CURRENT.as_str() {
+        " (this host's own)".to_owned()
+    } else {
+        format!(
+            " (an earlier contract this host still runs: it is not told what @{} added, such as facts)",
+            ContractVersion::CURRENT
+        )
+    }
 }
 
 fn list(names: &[String]) -> String {

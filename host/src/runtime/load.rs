@@ -3,15 +3,11 @@
 use thiserror::Error;
 
 use super::cache::{CacheOutcome, CompileCache};
+use crate::contract::version::{ContractVersion, Relation};
 use crate::text::Untrusted;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::Component;
 use wasmtime::Engine;
-
-/// The version of `wit/policy.wit` this host speaks (a test checks the two
-/// agree). A policy built against another version is refused by name at
-/// load, instead of failing to link with wasmtime's type error.
-pub const CONTRACT_VERSION: &str = "0.6.0";
 
 /// Our own package's interfaces, without their version.
 const OWN_PACKAGE: &str = "policy-host:policy/";
@@ -36,8 +32,30 @@ pub enum LoadError {
     ForbiddenImport(Untrusted),
     #[error("not a policy component: it does not export `run` and `subscriptions` from world policy-host:policy/policy (its exports: {0})")]
     NotAPolicy(Untrusted),
-    #[error("the policy was built against contract policy-host:policy@{found}, and this host speaks @{CONTRACT_VERSION}: rebuild it with the guest-sdk this host ships ({} vendors it)", crate::program::command("new-policy"))]
-    ContractVersion { found: Untrusted },
+    #[error("the policy was built against contract policy-host:policy@{found}, {}", what_to_do(found, *relation))]
+    ContractVersion {
+        found: Untrusted,
+        relation: Relation,
+    },
+    #[error("the policy imports more than one version of the contract ({0}): it was not built by one guest-sdk; rebuild it")]
+    MixedContracts(Untrusted),
+}
+
+/// The rest of a contract-version refusal: the window this host runs, and
+/// what to do about a policy outside it.
+fn what_to_do(found: &Untrusted, relation: Relation) -> String {
+    let window = ContractVersion::window();
+    let rebuild = format!(
+        "rebuild it with the guest-sdk this host ships ({} vendors it)",
+        crate::program::command("new-policy")
+    );
+    match relation {
+        Relation::Newer => format!(
+            "newer than this host runs ({window}): upgrade the host to one that speaks @{found} or later (hosts before the policies that need them)"
+        ),
+        Relation::Older => format!("older than this host runs ({window}): {rebuild}"),
+        Relation::Unknown => format!("which this host does not know (it runs {window}): {rebuild}"),
+    }
 }
 
 impl LoadError {
@@ -47,13 +65,23 @@ impl LoadError {
     }
 }
 
+/// A component the host agrees to run: compiled, its imports and exports
+/// checked, and the contract version it was built against when it names one
+/// (a component that imports nothing of the contract is tried against each
+/// version the host runs, newest first).
+pub struct Checked {
+    pub component: Component,
+    pub cache: CacheOutcome,
+    pub contract: Option<ContractVersion>,
+}
+
 /// Checks the header, compiles (or takes the compiled artifact from `cache`),
 /// and checks imports and exports.
 pub fn load_component(
     engine: &Engine,
     bytes: &[u8],
     cache: Option<&CompileCache>,
-) -> Result<(Component, CacheOutcome), LoadError> {
+) -> Result<Checked, LoadError> {
     check_header(bytes)?;
     let compile = || Component::from_binary(engine, bytes).map_err(anyhow::Error::from);
     let (component, outcome) = match cache {
@@ -61,9 +89,13 @@ pub fn load_component(
         None => compile().map(|c| (c, CacheOutcome::Disabled)),
     }
     .map_err(|e| LoadError::compile(&e))?;
-    check_imports(engine, &component)?;
+    let contract = check_imports(engine, &component)?;
     check_exports(engine, &component)?;
-    Ok((component, outcome))
+    Ok(Checked {
+        component,
+        cache: outcome,
+        contract,
+    })
 }
 
 /// The names a component imports and exports, for `host inspect`.
@@ -81,10 +113,14 @@ pub fn interface_names(engine: &Engine, component: &Component) -> (Vec<String>, 
 }
 
 /// Whether a component would be accepted as a policy (imports and exports),
-/// and if not, why.
-pub fn check_policy_world(engine: &Engine, component: &Component) -> Result<(), LoadError> {
-    check_imports(engine, component)?;
-    check_exports(engine, component)
+/// and if not, why; when it is, the contract version it names.
+pub fn check_policy_world(
+    engine: &Engine,
+    component: &Component,
+) -> Result<Option<ContractVersion>, LoadError> {
+    let contract = check_imports(engine, component)?;
+    check_exports(engine, component)?;
+    Ok(contract)
 }
 
 /// The preamble: magic, then version and layer (core module 1/0, component 0xd/1).
@@ -100,7 +136,13 @@ pub fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     }
 }
 
-fn check_imports(engine: &Engine, component: &Component) -> Result<(), LoadError> {
+/// Every import is WASI or one of our own interfaces, all of one contract
+/// version this host runs; that version, if the component names one.
+fn check_imports(
+    engine: &Engine,
+    component: &Component,
+) -> Result<Option<ContractVersion>, LoadError> {
+    let mut contract: Option<ContractVersion> = None;
     for (name, _) in component.component_type().imports(engine) {
         if name.starts_with("wasi:") {
             continue;
@@ -109,17 +151,24 @@ fn check_imports(engine: &Engine, component: &Component) -> Result<(), LoadError
             .strip_prefix(OWN_PACKAGE)
             .and_then(|rest| rest.split_once('@'))
             .filter(|(interface, _)| OWN_INTERFACES.contains(interface));
-        match own {
-            Some((_, version)) if version == CONTRACT_VERSION => {}
-            Some((_, version)) => {
-                return Err(LoadError::ContractVersion {
-                    found: Untrusted::new(version),
-                })
+        let Some((_, version)) = own else {
+            return Err(LoadError::ForbiddenImport(Untrusted::new(name)));
+        };
+        let version =
+            ContractVersion::parse(version).map_err(|unsupported| LoadError::ContractVersion {
+                found: Untrusted::new(unsupported.found),
+                relation: unsupported.relation,
+            })?;
+        match contract {
+            Some(seen) if seen != version => {
+                return Err(LoadError::MixedContracts(Untrusted::new(format!(
+                    "@{seen} and @{version}"
+                ))))
             }
-            None => return Err(LoadError::ForbiddenImport(Untrusted::new(name))),
+            _ => contract = Some(version),
         }
     }
-    Ok(())
+    Ok(contract)
 }
 
 /// The functions world policy-host:policy/policy exports.
@@ -166,20 +215,19 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn the_contract_version_is_the_wits() {
-        let wit = include_str!("../../../wit/policy.wit");
-        assert!(
-            wit.contains(&format!("package policy-host:policy@{CONTRACT_VERSION};")),
-            "wit/policy.wit and CONTRACT_VERSION disagree"
-        );
+    fn importing(name: &str) -> Result<Option<ContractVersion>, LoadError> {
+        importing_all(&[name])
     }
 
-    fn importing(name: &str) -> Result<(), LoadError> {
+    fn importing_all(names: &[&str]) -> Result<Option<ContractVersion>, LoadError> {
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true);
         let engine = Engine::new(&config).unwrap();
-        let wat = format!("(component (import \"{name}\" (instance)))");
+        let wat = names
+            .iter()
+            .map(|name| format!("(import \"{name}\" (instance))"))
+            .collect::<String>();
+        let wat = format!("(component {wat})");
         let component = Component::new(&engine, wat::parse_str(&wat).unwrap()).unwrap();
         check_imports(&engine, &component)
     }
@@ -198,14 +246,33 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_built_against_another_contract_is_refused_by_version() {
-        importing(&format!("policy-host:policy/types@{CONTRACT_VERSION}")).unwrap();
-        importing("wasi:cli/environment@0.2.6").unwrap();
+    fn a_policy_of_any_contract_in_the_window_is_taken_and_others_are_refused_by_version() {
+        for version in ContractVersion::ALL {
+            assert_eq!(
+                importing(&format!("policy-host:policy/types@{version}")).unwrap(),
+                Some(version)
+            );
+        }
+        assert_eq!(importing("wasi:cli/environment@0.2.6").unwrap(), None);
+        let current = ContractVersion::CURRENT;
+        let oldest = ContractVersion::OLDEST;
         let err = importing("policy-host:policy/service-provider@0.1.0").unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!("the policy was built against contract policy-host:policy@0.1.0, and this host speaks @{CONTRACT_VERSION}: rebuild it with the guest-sdk this host ships (`host new-policy` vendors it)")
+            format!("the policy was built against contract policy-host:policy@0.1.0, older than this host runs (@{oldest} to @{current}): rebuild it with the guest-sdk this host ships (`host new-policy` vendors it)")
         );
+        let err = importing("policy-host:policy/service-provider@9.0.0").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("the policy was built against contract policy-host:policy@9.0.0, newer than this host runs (@{oldest} to @{current}): upgrade the host to one that speaks @9.0.0 or later (hosts before the policies that need them)")
+        );
+        assert!(matches!(
+            importing_all(&[
+                "policy-host:policy/types@0.5.0",
+                "policy-host:policy/service-provider@0.6.0"
+            ]),
+            Err(LoadError::MixedContracts(_))
+        ));
         assert!(matches!(
             importing("policy-host:policy/shell@0.2.0"),
             Err(LoadError::ForbiddenImport(_))

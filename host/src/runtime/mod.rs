@@ -6,15 +6,18 @@ pub mod capture;
 pub mod load;
 
 mod meter;
+mod world;
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::contract::{self, service_provider, types, Operation, Progress, ProviderError};
+use crate::contract::{
+    self, service_provider, types, ContractVersion, Operation, Progress, ProviderError,
+};
 use crate::limits::{LimitExceeded, Limits};
 use crate::provider::Provider;
 pub use cache::{CacheOutcome, CompileCache};
@@ -160,11 +163,19 @@ pub struct GuestRun {
 
 /// A policy compiled and linked, ready to be instantiated for each run.
 pub struct LoadedPolicy {
-    pre: contract::PolicyPre<HostState>,
+    pre: world::Pre,
     /// Whether the compiled code came from the cache.
     pub cache: CacheOutcome,
     /// Time to compile (or load) and link it.
     pub load_time: Duration,
+}
+
+impl LoadedPolicy {
+    /// The contract version the policy was built against (this host's own
+    /// or an earlier one it still runs).
+    pub fn contract(&self) -> ContractVersion {
+        self.pre.contract()
+    }
 }
 
 /// Compiles and runs policies. Build it once per process: the engine and the
@@ -189,11 +200,7 @@ impl PolicyRuntime {
         let mut linker = Linker::new(&engine);
         anyhow_result(wasmtime_wasi::p2::add_to_linker_sync(&mut linker))
             .context("linking WASI")?;
-        anyhow_result(contract::Policy::add_to_linker::<
-            HostState,
-            HasSelf<HostState>,
-        >(&mut linker, |s| s))
-        .context("linking the service provider")?;
+        anyhow_result(world::add_to_linker(&mut linker)).context("linking the service provider")?;
         anyhow_result(cap_sleeps(&mut linker)).context("linking the capped clock")?;
         Ok(Self {
             engine,
@@ -215,15 +222,18 @@ impl PolicyRuntime {
         cache: Option<&CompileCache>,
     ) -> Result<LoadedPolicy, LoadError> {
         let started = Instant::now();
-        let (component, cache) = load::load_component(&self.engine, bytes, cache)?;
+        let checked = load::load_component(&self.engine, bytes, cache)?;
         let pre = self
             .linker
-            .instantiate_pre(&component)
-            .and_then(contract::PolicyPre::new)
+            .instantiate_pre(&checked.component)
+            .and_then(|pre| match checked.contract {
+                Some(version) => world::Pre::new(version, pre),
+                None => world::Pre::any(pre),
+            })
             .map_err(|e| LoadError::compile(&e.into()))?;
         Ok(LoadedPolicy {
             pre,
-            cache,
+            cache: checked.cache,
             load_time: started.elapsed(),
         })
     }

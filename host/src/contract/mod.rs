@@ -4,9 +4,16 @@
 //! The provider answers in these types and the runtime hands them to the
 //! guest unchanged; the `guest` module is the one place that turns what a
 //! guest returns into the host's own types. What the host adds to the
-//! generated types (the names reports use) is below.
+//! generated types (the names reports use) is below. The earlier versions
+//! this host still runs are in [`earlier`], the window in [`version`].
 
 use std::fmt;
+
+pub mod earlier;
+pub mod version;
+
+pub use earlier::{v0_4, v0_5};
+pub use version::ContractVersion;
 
 wasmtime::component::bindgen!({
     path: "../wit",
