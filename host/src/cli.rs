@@ -31,9 +31,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply a policy to this machine (or show what would change, with --noop).
-    Run(Box<RunArgs>),
+    Run(Box<RunCommandArgs>),
     /// Keep applying policies: one full run, then a run of the policies concerned whenever
-    /// a unit, file or document they depend on changes (until SIGTERM). Takes what `run` takes.
+    /// a unit, file or document they depend on changes (until SIGTERM). Takes the policies
+    /// and settings `run` takes; it prints no report (a line per resource changed or failed)
+    /// and --refresh counts for its first run only.
     Watch(Box<WatchArgs>),
     /// Leave units alone (all of them, when none is named): timer and watch runs refuse
     /// their changes and say "paused" until `host resume` or the time given. Root only.
@@ -51,7 +53,8 @@ pub enum Command {
     Facts(FactsArgs),
     /// Push a signed policy or settings document to an OCI registry, with its signature.
     Push(PushArgs),
-    /// Check a policy's signature against trusted keys (exit 0 valid, 1 invalid).
+    /// Check a policy's signature against trusted keys (exit 0 valid; 1 invalid, or valid but
+    /// refused by this machine's rollback record: older than what it accepted, or undated).
     Verify(VerifyArgs),
     /// Create a new policy crate: a policy with one service, a native test, a build command.
     NewPolicy(NewPolicyArgs),
@@ -260,9 +263,10 @@ fn parse_pause_length(given: &str) -> Result<std::time::Duration, String> {
         return Err("a pause lasts at least 1s".to_owned());
     }
     if length > std::time::Duration::from_secs(366 * 24 * 3600) {
-        return Err(
-            "a pause lasts at most a year; without --for it lasts until `host resume`".to_owned(),
-        );
+        return Err(format!(
+            "a pause lasts at most a year; without --for it lasts until {}",
+            crate::program::command("resume")
+        ));
     }
     Ok(length)
 }
@@ -285,8 +289,11 @@ pub struct VerifyArgs {
     pub registry: RegistryFlags,
 }
 
-/// `host watch`: what `run` takes, and when to run.
+/// `host watch`: the runs' policies and settings, and when to run. Not
+/// `run`'s report flags ([`ReportArgs`]): a watch prints no report (a line
+/// per resource changed or failed) and exits 0 when told to stop.
 #[derive(Debug, Args)]
+#[command(mut_arg("refresh", |refresh| refresh.help(WATCH_REFRESH_HELP)))]
 pub struct WatchArgs {
     #[command(flatten)]
     pub run: RunArgs,
@@ -295,6 +302,46 @@ pub struct WatchArgs {
     pub watch_flags: WatchFlags,
 }
 
+/// `--refresh` in a watch: a watch that took it at every run would restart
+/// the subscribers at every run, and its own restarts would wake it again.
+const WATCH_REFRESH_HELP: &str = "A resource that changed outside the policy (TYPE#NAME, e.g. \
+     file#/etc/httpd/conf/httpd.conf): services subscribed to it are restarted by the watch's \
+     first run only; later runs restart subscribers when the host sees their references change. \
+     Repeatable";
+
+/// `host run`: a run, and how its report is printed.
+#[derive(Debug, Args)]
+pub struct RunCommandArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// How `run` prints its report and what its exit status says (a watch
+/// prints no report).
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Print the report as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+
+    /// List every provider call with its duration.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// Print only failures.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Exit 0 when nothing changed, 2 on changes, 4 on failures, 6 on both (1: the run could not happen).
+    #[arg(long)]
+    pub detailed_exitcodes: bool,
+}
+
+/// What a run takes: its policies and what they run with. `run` and
+/// `watch` share it.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Policies: WebAssembly components built for wasm32-wasip2, directories of
@@ -318,22 +365,6 @@ pub struct RunArgs {
     /// services subscribed to it are restarted. Repeatable.
     #[arg(long, value_name = "TYPE#NAME")]
     pub refresh: Vec<String>,
-
-    /// Print the report as one JSON document.
-    #[arg(long)]
-    pub json: bool,
-
-    /// List every provider call with its duration.
-    #[arg(short, long, conflicts_with = "quiet")]
-    pub verbose: bool,
-
-    /// Print only failures.
-    #[arg(short, long)]
-    pub quiet: bool,
-
-    /// Exit 0 when nothing changed, 2 on changes, 4 on failures, 6 on both (1: the run could not happen).
-    #[arg(long)]
-    pub detailed_exitcodes: bool,
 
     #[command(flatten)]
     pub trust: TrustArgs,
@@ -402,6 +433,7 @@ mod tests {
         let Command::Run(args) = cli.command else {
             panic!("not run")
         };
+        let args = args.run;
         let file = crate::settings::ConfigFile::default();
         let settings = crate::settings::RunSettings::resolve(
             &args.run_flags,
@@ -416,6 +448,52 @@ mod tests {
             crate::settings::resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)
                 .unwrap();
         assert_eq!(trust.keys_dir, std::path::Path::new("/k"));
+    }
+
+    #[test]
+    fn watch_help_shows_only_what_a_watch_uses() {
+        let mut command = Cli::command();
+        let watch = command.find_subcommand_mut("watch").expect("watch");
+        let help = watch.render_long_help().to_string();
+        for used in [
+            "--settings",
+            "--noop",
+            "--refresh",
+            "--trusted-key",
+            "--report",
+            "--metrics",
+            "--settle",
+            "--resync",
+            "--debounce",
+        ] {
+            assert!(help.contains(used), "{used} missing from:\n{help}");
+        }
+        for unused in [
+            "--json",
+            "--quiet",
+            "-q,",
+            "--verbose",
+            "--detailed-exitcodes",
+        ] {
+            assert!(
+                !help.contains(unused),
+                "a watch does not use {unused}:\n{help}"
+            );
+        }
+        assert!(help.contains("first run only"), "{help}");
+        for unused in ["--json", "-q", "--detailed-exitcodes"] {
+            assert!(
+                Cli::try_parse_from(["host", "watch", unused]).is_err(),
+                "watch took {unused}"
+            );
+        }
+        // run keeps them, and its own help of --refresh.
+        let run = command.find_subcommand_mut("run").expect("run");
+        let help = run.render_long_help().to_string();
+        for flag in ["--json", "--quiet", "--verbose", "--detailed-exitcodes"] {
+            assert!(help.contains(flag), "{flag} missing from run:\n{help}");
+        }
+        assert!(!help.contains("first run only"), "{help}");
     }
 
     #[test]

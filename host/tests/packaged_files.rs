@@ -82,11 +82,54 @@ fn every_page_and_script_uses_the_installed_name() {
             &page[..page.len().min(300)]
         );
         assert!(!page.contains("\\fBhost\\fR "), "{name} still says host");
+        let said = host_commands(&page.replace("\\-", "-"));
+        assert!(said.is_empty(), "{name} says `host`: {said:#?}");
+    }
+    for shell in [
+        clap_complete::Shell::Bash,
+        clap_complete::Shell::Zsh,
+        clap_complete::Shell::Fish,
+    ] {
+        let script = String::from_utf8(docs::completion(shell, NAME)).unwrap();
+        let said = host_commands(&script.replace("\\`", "`"));
+        assert!(
+            said.is_empty(),
+            "the {shell} completion says `host`: {said:#?}"
+        );
     }
     let bash = String::from_utf8(docs::completion(clap_complete::Shell::Bash, NAME)).unwrap();
     assert!(
         bash.contains("_policy__host()") && bash.contains("policy-host"),
         "bash completion for policy-host"
+    );
+}
+
+/// Where `text` names one of the commands as `host COMMAND` (on Debian
+/// `host` is bind9's DNS tool), a line each.
+fn host_commands(text: &str) -> Vec<String> {
+    let commands: Vec<String> = docs::command(NAME)
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    text.match_indices("host ")
+        .filter(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            let word = text[at + "host ".len()..]
+                .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+                .next()
+                .unwrap_or_default();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
+                && commands.iter().any(|c| c == word)
+        })
+        .map(|(at, _)| text[at..].lines().next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_check_of_host_commands_finds_them() {
+    assert_eq!(
+        host_commands("until `host resume` or\nthe host run\npolicy-host run\nthe host watches\n"),
+        ["host resume` or", "host run"]
     );
 }
 
@@ -230,7 +273,9 @@ fn the_watch_service_is_sandboxed_as_the_run_service_is() {
         let start = text
             .find("# --- Resources")
             .unwrap_or_else(|| panic!("{unit} has no resources section"));
-        text[start..].to_owned()
+        // The watch is started at boot; the run service by its timer.
+        let end = text.find("\n[Install]").unwrap_or(text.len());
+        text[start..end].trim_end().to_owned()
     };
     assert_eq!(
         sandbox("policy-host-watch.service"),
@@ -242,6 +287,8 @@ fn the_watch_service_is_sandboxed_as_the_run_service_is() {
         "ExecStart=/usr/sbin/policy-host watch",
         "WatchdogSec=",
         "ExecReload=/bin/kill -HUP $MAINPID",
+        "Conflicts=policy-host.timer",
+        "[Install]\nWantedBy=multi-user.target",
     ] {
         assert!(watch.contains(line), "{line} missing");
     }

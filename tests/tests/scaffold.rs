@@ -285,12 +285,14 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
     let started = Instant::now();
     let outside = Outside::new();
 
-    // The host, installed where the operator docs put it, with no checkout
-    // of this repository beside it: it must not name the repository's
-    // sources (it did: the guest-sdk it was built from was its default SDK).
-    let bin = outside.dir.join("usr/local/bin");
+    // The host, installed as the Debian package installs it (`host` is
+    // bind9's DNS tool there), with no checkout of this repository beside
+    // it: it must not name the repository's sources (it did: the guest-sdk
+    // it was built from was its default SDK), and what it writes names it
+    // `policy-host`, never `host`.
+    let bin = outside.dir.join("usr/sbin");
     fs::create_dir_all(&bin).unwrap();
-    let installed = bin.join("host");
+    let installed = bin.join("policy-host");
     fs::copy(host_binary(), &installed).expect("install the host binary");
     let named = repository_files_named(&fs::read(&installed).unwrap());
     assert!(
@@ -304,8 +306,8 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
         .args(["new-policy", "my-app-policy"])
         .current_dir(&home)
         .output()
-        .expect("run the installed host new-policy");
-    assert_success("host new-policy", &out);
+        .expect("run the installed policy-host new-policy");
+    assert_success("policy-host new-policy", &out);
     let dir = home.join("my-app-policy");
     let stdout = text(&out.stdout);
     for line in [
@@ -325,11 +327,13 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
         "  cd my-app-policy\n",
         "  cargo test\n",
         "  cargo build --release --target wasm32-wasip2\n",
-        "  host sign target/wasm32-wasip2/release/my_app_policy.wasm --key ",
-        "  host run target/wasm32-wasip2/release/my_app_policy.wasm --noop\n",
+        "  policy-host sign target/wasm32-wasip2/release/my_app_policy.wasm --key ~/keys/policy-host.key      # policy-host keygen --out ~/keys, once\n",
+        "  policy-host run target/wasm32-wasip2/release/my_app_policy.wasm --noop --trusted-key ~/keys/policy-host.pub\n",
     ] {
         assert!(stdout.contains(line), "{line:?} not in:\n{stdout}");
     }
+    let leaked = host_commands(&stdout);
+    assert!(leaked.is_empty(), "new-policy says `host`: {leaked:#?}");
     let files = listing(&dir);
     let own: Vec<&str> = files
         .iter()
@@ -360,6 +364,16 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
     assert!(
         manifest.contains("guest-sdk = { path = \"vendor/guest-sdk\" }"),
         "{manifest}"
+    );
+    // The crate's own files name the commands as it was called.
+    for file in &own {
+        let leaked = host_commands(&fs::read_to_string(dir.join(file)).unwrap());
+        assert!(leaked.is_empty(), "{file} says `host`: {leaked:#?}");
+    }
+    let readme = fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        readme.contains("policy-host sign target/wasm32-wasip2/release/my_app_policy.wasm"),
+        "{readme}"
     );
 
     // The generated native tests pass.
@@ -425,19 +439,37 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
         }
     }
 
-    // Signed the way the README says, by the installed host.
+    // Built and signed by `./build.sh SECRET_KEY`, as the README says: it
+    // signs with the installed policy-host (first on PATH; `host`, were
+    // it called that, is bind9's DNS tool or missing).
+    let key = test_key();
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let out = scrubbed(Command::new("sh"))
+        .arg(dir.join("build.sh"))
+        .arg(&key.secret_key)
+        .env("PATH", path)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run ./build.sh");
+    assert_success("./build.sh SECRET_KEY", &out);
+    let said = text(&out.stdout);
+    assert_eq!(
+        said.lines().last(),
+        Some(built.display().to_string().as_str()),
+        "{said}"
+    );
+    assert!(
+        said.contains("trusted comment: file:my_app_policy.wasm "),
+        "{said}"
+    );
+    let signature = target_dir().join("wasm32-wasip2/release/my_app_policy.wasm.minisig");
+    assert!(signature.is_file(), "build.sh signed nothing");
     let policy = outside.dir.join("my_app_policy.wasm");
     fs::copy(&built, &policy).unwrap();
-    let key = test_key();
-    let out = scrubbed(Command::new(&installed))
-        .arg("sign")
-        .arg(&policy)
-        .arg("--key")
-        .arg(&key.secret_key)
-        .output()
-        .expect("run host sign");
-    assert_success("host sign", &out);
-    assert!(outside.dir.join("my_app_policy.wasm.minisig").is_file());
+    fs::rename(&signature, outside.dir.join("my_app_policy.wasm.minisig")).unwrap();
 
     // It converges a machine where my-app is stopped and disabled.
     let fake = FakeSystemctl::new();
@@ -490,6 +522,41 @@ fn an_installed_host_scaffolds_a_policy_that_tests_builds_signs_and_runs() {
         started.elapsed()
     );
     outside.done();
+}
+
+/// Where `text` quotes one of the host's commands as `host COMMAND`, a line
+/// each: what `policy-host` writes names it `policy-host`.
+fn host_commands(text: &str) -> Vec<String> {
+    const COMMANDS: [&str; 8] = [
+        "run",
+        "sign",
+        "keygen",
+        "verify",
+        "new-policy",
+        "watch",
+        "push",
+        "inspect",
+    ];
+    text.match_indices("host ")
+        .filter(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            let command = text[at + "host ".len()..]
+                .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+                .next()
+                .unwrap_or_default();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
+                && COMMANDS.contains(&command)
+        })
+        .map(|(at, _)| text[at..].lines().next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_check_of_host_commands_finds_them() {
+    assert_eq!(
+        host_commands("`host run` here\n  host sign x\nthe host watches\npolicy-host run\n"),
+        ["host run` here", "host sign x"]
+    );
 }
 
 /// The check of the host binary finds a source path wherever it is (across

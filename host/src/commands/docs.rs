@@ -10,12 +10,64 @@ use anyhow::Context as _;
 
 use crate::cli::Cli;
 
-/// The command line definition under `name`.
+/// The command line definition under `name`, its help texts included:
+/// a command they quote (`` `host resume` ``) is quoted under `name`.
 pub fn command(name: &str) -> clap::Command {
     use clap::CommandFactory;
-    Cli::command()
+    named(Cli::command(), name)
         .name(name.to_owned())
         .bin_name(name.to_owned())
+}
+
+/// `command`'s help texts (its own, its arguments', its subcommands'), with
+/// each quoted command (`` `host SUBCOMMAND` ``) under `name`.
+fn named(command: clap::Command, name: &str) -> clap::Command {
+    if name == crate::program::DEFAULT {
+        return command;
+    }
+    let text = |styled: Option<&clap::builder::StyledStr>| {
+        styled.map(|help| quoted_under(&help.to_string(), name))
+    };
+    let about = text(command.get_about());
+    let long_about = text(command.get_long_about());
+    let after_help = text(command.get_after_help());
+    let after_long_help = text(command.get_after_long_help());
+    let mut command = command
+        .mut_args(|arg| {
+            let help = text(arg.get_help());
+            let long_help = text(arg.get_long_help());
+            let arg = match help {
+                Some(help) => arg.help(help),
+                None => arg,
+            };
+            match long_help {
+                Some(help) => arg.long_help(help),
+                None => arg,
+            }
+        })
+        .mut_subcommands(|sub| named(sub, name));
+    if let Some(about) = about {
+        command = command.about(about);
+    }
+    if let Some(about) = long_about {
+        command = command.long_about(about);
+    }
+    if let Some(help) = after_help {
+        command = command.after_help(help);
+    }
+    if let Some(help) = after_long_help {
+        command = command.after_long_help(help);
+    }
+    command
+}
+
+/// `text` with every `` `host `` (a command quoted in the help's words)
+/// as `` `NAME ``.
+fn quoted_under(text: &str, name: &str) -> String {
+    text.replace(
+        &format!("`{} ", crate::program::DEFAULT),
+        &format!("`{name} "),
+    )
 }
 
 /// The completion script for `shell`, for the program called `name`.
@@ -98,13 +150,16 @@ fn render_tail(
     command: Option<&str>,
     page: &mut Vec<u8>,
 ) -> std::io::Result<()> {
-    tagged_section(page, "EXIT STATUS", exit_status(command).iter().copied())?;
-    tagged_section(page, "FILES", files(command).iter().copied())?;
-    tagged_section(page, "ENVIRONMENT", environment(command).iter().copied())?;
-    let examples = examples(command)
-        .into_iter()
-        .map(|(example, meaning)| (example.replace("{name}", name), meaning));
-    tagged_section(page, "EXAMPLES", examples)?;
+    let under_name = |entries: &[(&str, &str)]| -> Vec<(String, String)> {
+        entries
+            .iter()
+            .map(|(tag, meaning)| (tag.replace("{name}", name), meaning.replace("{name}", name)))
+            .collect()
+    };
+    tagged_section(page, "EXIT STATUS", under_name(exit_status(command)))?;
+    tagged_section(page, "FILES", under_name(files(command)))?;
+    tagged_section(page, "ENVIRONMENT", under_name(environment(command)))?;
+    tagged_section(page, "EXAMPLES", under_name(&examples(command)))?;
     // As clap_mangen's `render`: only what the command has.
     if cmd
         .get_version()
@@ -120,10 +175,10 @@ fn render_tail(
 }
 
 /// A section of tagged paragraphs; nothing when there are none.
-fn tagged_section<T: AsRef<str>>(
+fn tagged_section<T: AsRef<str>, M: AsRef<str>>(
     page: &mut Vec<u8>,
     title: &str,
-    entries: impl IntoIterator<Item = (T, &'static str)>,
+    entries: impl IntoIterator<Item = (T, M)>,
 ) -> std::io::Result<()> {
     let mut entries = entries.into_iter().peekable();
     if entries.peek().is_none() {
@@ -131,7 +186,7 @@ fn tagged_section<T: AsRef<str>>(
     }
     section(page, title)?;
     for (tag, meaning) in entries {
-        tagged(page, tag.as_ref(), meaning)?;
+        tagged(page, tag.as_ref(), meaning.as_ref())?;
     }
     Ok(())
 }
@@ -149,7 +204,7 @@ fn exit_status(command: Option<&str>) -> &'static [(&'static str, &'static str)]
         ],
         Some("watch") => &[
             ("0", "SIGTERM or SIGINT ended the watch, after the run under way"),
-            ("1", "the watch could not start (no inotify, no thread)"),
+            ("1", "the watch could not start: host.toml could not be read, or --resync, --debounce or its [watch] settings are refused; no inotify, no thread (a run that could not happen later is said and tried again, never an exit)"),
             ("2", "a mistake on the command line"),
             ("130, 143", "a second SIGINT or SIGTERM ended the watch at once"),
         ],
@@ -200,7 +255,7 @@ fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
         None | Some("run" | "watch") => &[
             CONFIG,
             KEYS,
-            ("/var/lib/policy-host/", "what is remembered between runs, root-only (state_dir): versions.json (the newest signature accepted per key and file name: rollback protection), subscriptions.json (what each subscribed reference looked like) and paused.json (the units host pause leaves alone)"),
+            ("/var/lib/policy-host/", "what is remembered between runs, root-only (state_dir): versions.json (the newest signature accepted per key and file name: rollback protection), subscriptions.json (what each subscribed reference looked like) and paused.json (the units {name} pause leaves alone)"),
             ("/var/cache/policy-host/", "compiled policies and verified registry artifacts, root-only (cache_dir)"),
             ("/run/policy-host/lock", "the lock that keeps two runs from interleaving (lock_file)"),
             LOGINS,
@@ -251,7 +306,7 @@ fn environment(command: Option<&str>) -> &'static [(&'static str, &'static str)]
 }
 
 /// Examples of each command (`None`: the program's own page), with
-/// `{name}` for the program's name.
+/// `{name}` for the program's name (in the other sections' texts too).
 const EXAMPLES: &[(Option<&str>, &str, &str)] = &[
     (None, "{name} keygen --out ~/keys", "a signing key pair"),
     (None, "{name} sign web.wasm --key ~/keys/policy-host.key", "sign a policy (web.wasm.minisig beside it)"),
@@ -266,7 +321,7 @@ const EXAMPLES: &[(Option<&str>, &str, &str)] = &[
     (Some("watch"), "{name} watch", "host.toml's [[policy]] list, repaired within a second of any drift"),
     (Some("watch"), "{name} watch web.wasm --settings site.yaml", "one policy, as run takes it"),
     (Some("pause"), "{name} pause web --for 30m", "runs leave web.service alone for half an hour (a stop by hand stays)"),
-    (Some("pause"), "{name} pause", "every unit, until host resume"),
+    (Some("pause"), "{name} pause", "every unit, until {name} resume"),
     (Some("resume"), "{name} resume web", "web's pause ends: the next run repairs it"),
     (Some("resume"), "{name} resume", "every pause ends"),
     (Some("status"), "{name} status", "the last run (host.toml's report_file), its sources, the timer's next run, and the units it managed"),

@@ -213,7 +213,10 @@ impl StatusReport {
                 out,
                 "paused: {} until {} (runs leave it alone)",
                 pause.unit.as_deref().map_or("every unit".into(), one_line),
-                pause.until.as_deref().unwrap_or("`host resume`")
+                pause
+                    .until
+                    .clone()
+                    .unwrap_or_else(|| crate::program::command("resume"))
             );
         }
         if overview && !self.units.is_empty() {

@@ -132,11 +132,12 @@ fn operation_words<S: serde::Serializer>(ops: &[Operation], s: S) -> Result<S::O
     s.collect_seq(ops.iter().map(|op| op.verb()))
 }
 
-/// `2026-12-05T17:30:00Z`, or "until `host resume`".
+/// `until 2026-12-05T17:30:00Z`, or "until `host resume`" (in the name
+/// the binary was called by).
 pub fn until_words(until: Option<SystemTime>) -> String {
     match until {
         Some(at) => format!("until {}", humantime::format_rfc3339_seconds(at)),
-        None => "until `host resume`".to_owned(),
+        None => format!("until {}", crate::program::command("resume")),
     }
 }
 

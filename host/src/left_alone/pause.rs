@@ -74,7 +74,8 @@ impl Pause {
             kind: Kind::Paused,
             until: self.until(),
             why: format!(
-                "paused by the operator (host pause) {}",
+                "paused by the operator ({} pause) {}",
+                crate::program::name(),
                 until_words(self.until())
             ),
         }
@@ -91,7 +92,10 @@ impl Pauses {
             FILE_NAME,
             MAX_BYTES,
             "a pause record",
-            "fix it, or remove it and pause again with host pause",
+            &format!(
+                "fix it, or remove it and pause again with {}",
+                crate::program::command("pause")
+            ),
         )
     }
 
@@ -149,9 +153,10 @@ impl Pauses {
         }
         if let Some(all) = self.all {
             anyhow::bail!(
-                "every unit is paused ({}): resume them all with `host resume`, \
+                "every unit is paused ({}): resume them all with {}, \
                  then pause again the units that must stay paused",
-                until_words(all.until())
+                until_words(all.until()),
+                crate::program::command("resume")
             );
         }
         let mut any = false;

@@ -56,7 +56,7 @@ pub fn render_metrics(
     let [paused, held] = left_alone_by_kind(report);
     gauge(
         "policy_host_units_left_alone",
-        "Resources of the last run whose unit was left alone, by why: paused (host pause) or held (held back after 3 starts within 60 s, a crash loop).",
+        "Resources of the last run whose unit was left alone, by why: paused by the operator or held (held back after 3 starts within 60 s, a crash loop).",
         &[
             ("{reason=\"paused\"}", paused as f64),
             ("{reason=\"held\"}", held as f64),

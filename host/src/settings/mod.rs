@@ -380,7 +380,7 @@ mod tests {
         let crate::cli::Command::Run(args) = cli.command else {
             panic!("not run")
         };
-        assert_eq!(args.provider_flags.allow_units, ["a", "b"]);
-        assert_eq!(args.run_flags.cpu_time, ["3"]);
+        assert_eq!(args.run.provider_flags.allow_units, ["a", "b"]);
+        assert_eq!(args.run.run_flags.cpu_time, ["3"]);
     }
 }

@@ -29,7 +29,7 @@ mod render;
 mod tests;
 
 use self::names::{name_from_dir, validate_crate_name};
-use self::render::{embedded, render, shell_quote, VENDOR};
+use self::render::{embedded, program_name, render, shell_quote, VENDOR};
 
 /// One file of the new crate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,12 +117,15 @@ pub fn execute(args: &NewPolicyArgs) -> anyhow::Result<i32> {
     println!("  cd {}", shell_quote(&args.dir.display().to_string()));
     println!("  cargo test");
     println!("  cargo build --release --target wasm32-wasip2");
-    let host = crate::program::name();
+    let host = shell_quote(crate::program::name());
     println!(
         "  {host} sign {} --key ~/keys/policy-host.key      # {host} keygen --out ~/keys, once",
         created.wasm_path()
     );
-    println!("  {host} run {} --noop", created.wasm_path());
+    println!(
+        "  {host} run {} --noop --trusted-key ~/keys/policy-host.pub",
+        created.wasm_path()
+    );
     Ok(0)
 }
 
@@ -162,7 +165,7 @@ pub fn create(dir: &Path, name: Option<&str>, sdk_path: Option<&Path>) -> anyhow
         Some(path) => Sdk::Path(resolve_sdk_path(path)?),
         None => Sdk::embedded(),
     };
-    let files = render(&name, &sdk)?;
+    let files = render(&name, &sdk, &program_name())?;
 
     if !existed {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

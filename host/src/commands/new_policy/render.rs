@@ -30,11 +30,11 @@ const GITIGNORE: &str = include_str!("../../../templates/new-policy/gitignore.tm
 const BUILD_SH: &str = include_str!("../../../templates/new-policy/build.sh.tmpl");
 
 /// The crate's files with the placeholders filled in, then (for the
-/// embedded SDK) the SDK's files under `vendor/`.
-pub(super) fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
+/// embedded SDK) the SDK's files under `vendor/`. `host` is the name they
+/// give the host's commands ([`program_name`]).
+pub(super) fn render(name: &str, sdk: &Sdk, host: &str) -> anyhow::Result<Vec<File>> {
     let sdk_path = sdk.dependency_path()?;
     let lib_name = name.replace('-', "_");
-    let host = crate::program::name();
     let (sdk_note, sdk_readme, sdk_patch) = match sdk {
         Sdk::Vendored { version } => (
             format!(
@@ -63,8 +63,9 @@ pub(super) fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
             String::new(),
         ),
     };
-    let fill = |template: &str| {
+    let fill_as = |template: &str, host: &str| {
         template
+            .replace("{{host}}", host)
             .replace("{{name}}", name)
             .replace("{{crate}}", &lib_name)
             .replace("{{sdk_path}}", &toml_string(&sdk_path))
@@ -74,6 +75,7 @@ pub(super) fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
             .replace("{{sdk_patch}}", &sdk_patch)
             .into_bytes()
     };
+    let fill = |template: &str| fill_as(template, host);
     let file = |path: &str, contents: Vec<u8>, executable| File {
         path: path.to_string(),
         contents,
@@ -85,7 +87,7 @@ pub(super) fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
         file("src/lib.rs", fill(LIB_RS), false),
         file("README.md", fill(README_MD), false),
         file(".gitignore", fill(GITIGNORE), false),
-        file("build.sh", fill(BUILD_SH), true),
+        file("build.sh", fill_as(BUILD_SH, &shell_quote(host)), true),
     ];
     if let Sdk::Vendored { .. } = sdk {
         for (path, contents, executable) in embedded::SDK_FILES {
@@ -97,6 +99,19 @@ pub(super) fn render(name: &str, sdk: &Sdk) -> anyhow::Result<Vec<File>> {
         }
     }
     Ok(files)
+}
+
+/// The name the crate's files give the host's commands: the name this
+/// binary was called by (`policy-host` as the Debian package installs it,
+/// where `host` is bind9's DNS tool), so that its README and `build.sh`
+/// run this binary. A name no file could hold on one line is not used.
+pub(super) fn program_name() -> String {
+    let name = crate::program::name();
+    if name.chars().any(char::is_control) {
+        crate::program::DEFAULT.to_owned()
+    } else {
+        name.to_owned()
+    }
 }
 
 /// `text` as a TOML basic string, quotes included.

@@ -116,7 +116,7 @@ fn vendored_manifest() -> toml::Table {
 #[test]
 fn rendered_files_fill_every_placeholder() {
     let sdk = Sdk::Path(PathBuf::from("/opt/policy host/guest-sdk"));
-    let files = render("web-policy", &sdk).unwrap();
+    let files = render("web-policy", &sdk, "host").unwrap();
     let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(
         paths,
@@ -157,9 +157,84 @@ fn rendered_files_fill_every_placeholder() {
     assert!(text(&files[5]).contains("release/web_policy.wasm"));
 }
 
+/// Where `text` quotes a command of the host under another name than
+/// `name`: `host run`, `` `host sign ``, ... (on Debian `host` is bind9's
+/// DNS tool, and `build.sh` would run it).
+fn commands_not_named(text: &str, name: &str) -> Vec<String> {
+    const COMMANDS: [&str; 11] = [
+        "run",
+        "sign",
+        "keygen",
+        "verify",
+        "new-policy",
+        "watch",
+        "status",
+        "push",
+        "inspect",
+        "facts",
+        "pause",
+    ];
+    let mut found = Vec::new();
+    for (at, _) in text.match_indices("host ") {
+        let before = text[..at].chars().next_back();
+        let word_start = !before.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_');
+        let rest = &text[at + "host ".len()..];
+        let command = rest
+            .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+            .next()
+            .unwrap_or_default();
+        if word_start && name != "host" && COMMANDS.contains(&command) {
+            found.push(text[at..].lines().next().unwrap_or_default().to_owned());
+        }
+    }
+    found
+}
+
+#[test]
+fn the_crate_names_the_host_it_was_created_with() {
+    for sdk in [Sdk::embedded(), Sdk::Path(PathBuf::from("/opt/guest-sdk"))] {
+        let files = render("web-policy", &sdk, "policy-host").unwrap();
+        for file in &files[..6] {
+            let leaked = commands_not_named(text(file), "policy-host");
+            assert!(leaked.is_empty(), "{}: {leaked:#?}", file.path);
+        }
+        let readme = text(&files[3]);
+        for said in [
+            "`policy-host run` runs only policies",
+            "policy-host keygen --out ~/keys",
+            "policy-host sign target/wasm32-wasip2/release/web_policy.wasm",
+            "policy-host verify web_policy.wasm",
+            "policy-host run web_policy.wasm --noop",
+        ] {
+            assert!(readme.contains(said), "{said:?} not in:\n{readme}");
+        }
+        let build = text(&files[5]);
+        assert!(
+            build.contains("    policy-host sign \"$wasm\" --key \"$1\"\n"),
+            "{build}"
+        );
+    }
+    // The check finds what it must.
+    let leaked = commands_not_named("run `host run` and host sign; a host run\n", "policy-host");
+    assert_eq!(leaked.len(), 3, "{leaked:?}");
+    assert!(commands_not_named(
+        "the host's run, ghost run, policy-host run, the host watches it",
+        "policy-host"
+    )
+    .is_empty());
+    // A name the shell must not split is quoted where build.sh runs it.
+    let files = render("web-policy", &Sdk::embedded(), "my host").unwrap();
+    assert!(
+        text(&files[5]).contains("    'my host' sign \"$wasm\""),
+        "{}",
+        text(&files[5])
+    );
+    assert!(text(&files[3]).contains("my host keygen --out ~/keys"));
+}
+
 #[test]
 fn the_embedded_sdk_is_rendered_into_vendor() {
-    let files = render("web-policy", &Sdk::embedded()).unwrap();
+    let files = render("web-policy", &Sdk::embedded(), "host").unwrap();
     let manifest: toml::Table = text(&files[0]).parse().unwrap();
     assert_eq!(
         manifest["dependencies"]["guest-sdk"]["path"].as_str(),
@@ -373,7 +448,7 @@ fn an_empty_existing_directory_is_used_and_name_overrides() {
 #[test]
 fn a_failed_write_leaves_an_existing_directory_empty() {
     let tmp = TempDir::new("rollback");
-    let mut files = render("web", &Sdk::embedded()).unwrap();
+    let mut files = render("web", &Sdk::embedded(), "host").unwrap();
     // A file where the vendored SDK's directory must go fails the write
     // after the crate's own files are written.
     files.insert(

@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, RunCommandArgs};
 use crate::interrupt;
 use crate::lock::RunLock;
 use crate::report::Report;
@@ -35,12 +35,13 @@ use session::Session;
 /// Runs the policies; returns the process exit code. An `Err` means the run
 /// could not happen (exit 1) and nothing was applied, or that an output
 /// could not be written (exit 1, after everything the run did was printed).
-pub fn execute(args: &RunArgs) -> anyhow::Result<i32> {
+pub fn execute(command: &RunCommandArgs) -> anyhow::Result<i32> {
     let started = Instant::now();
     if let Err(e) = interrupt::install() {
         tracing::warn!("SIGTERM, SIGINT and SIGHUP are not handled in order: {e}");
     }
-    let request = Request::of(args);
+    let args = &command.run;
+    let request = Request::of(args).reported(&command.report);
     let outputs = outputs::Outputs::resolve(args);
     let result = converge(args, &request, &outputs, started);
     // What the run did is printed first, whatever then happens to the

@@ -15,7 +15,7 @@ use anyhow::{bail, Context as _};
 
 use crate::admission::{self, Gate, Location, Remote};
 use crate::atomic_file;
-use crate::cli::RunArgs;
+use crate::cli::{ReportArgs, RunArgs};
 use crate::lock::Wait;
 use crate::oci::{Registry, Store};
 use crate::report::Verbosity;
@@ -80,7 +80,8 @@ pub(super) struct Request {
 }
 
 impl Request {
-    /// The command line's choices, read once.
+    /// The command line's choices, read once; the report as `run` prints
+    /// it without flags ([`Self::reported`] reads them).
     pub(super) fn of(args: &RunArgs) -> Self {
         Self {
             mode: if args.noop { Mode::Noop } else { Mode::Apply },
@@ -89,15 +90,25 @@ impl Request {
             allow_unsigned: args.allow_unsigned,
             allow_rollback: args.allow_rollback,
             use_cache: !args.no_cache,
-            printed: match (args.json, args.quiet, args.verbose) {
+            printed: Printed::Human(Verbosity::Normal),
+            detailed_exitcodes: false,
+            held: LeftAlone::default(),
+            reload_before_change: ReloadBeforeChange::Always,
+        }
+    }
+
+    /// `run`'s report flags: how the report is printed, what the exit
+    /// status says.
+    pub(super) fn reported(self, report: &ReportArgs) -> Self {
+        Self {
+            printed: match (report.json, report.quiet, report.verbose) {
                 (true, _, _) => Printed::Json,
                 (false, true, _) => Printed::Human(Verbosity::Quiet),
                 (false, false, true) => Printed::Human(Verbosity::Verbose),
                 (false, false, false) => Printed::Human(Verbosity::Normal),
             },
-            detailed_exitcodes: args.detailed_exitcodes,
-            held: LeftAlone::default(),
-            reload_before_change: ReloadBeforeChange::Always,
+            detailed_exitcodes: report.detailed_exitcodes,
+            ..self
         }
     }
 
@@ -335,10 +346,10 @@ fn jobs(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<Vec<Job>> {
             .collect());
     }
     if args.settings.is_some() {
-        bail!("--settings is for the policies named with it: name them (host run POLICY --settings FILE), or give each policy its settings in host.toml's [[policy]]");
+        bail!("--settings is for the policies named with it: name them ({} run POLICY --settings FILE), or give each policy its settings in host.toml's [[policy]]", crate::program::name());
     }
     let Some(path) = file.path() else {
-        bail!("no policy to run: name one (host run POLICY), or list them in {DEFAULT_CONFIG_FILE} as [[policy]] tables with a `source`");
+        bail!("no policy to run: name one ({} run POLICY), or list them in {DEFAULT_CONFIG_FILE} as [[policy]] tables with a `source`", crate::program::name());
     };
     let mut jobs = Vec::new();
     for entry in &file.policies {
@@ -403,7 +414,7 @@ mod tests {
         let Command::Run(args) = cli.command else {
             panic!("not run")
         };
-        *args
+        args.run
     }
 
     #[test]
