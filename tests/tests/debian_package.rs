@@ -432,7 +432,7 @@ fn install_configure_run_upgrade_remove_and_purge() {
         "--value",
         "policy-host-watch.service",
     ]);
-    assert!(status.contains("watching 1 policies, 1 units"), "{status}");
+    assert!(status.contains("watching 1 policy, 1 unit"), "{status}");
     s.ok(&["systemctl", "stop", "pkg-web"]);
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while sandbox.is_active("pkg-web") != "active" && std::time::Instant::now() < until {

@@ -283,7 +283,7 @@ fn a_watch_repairs_drift_by_itself_and_ignores_units_it_does_not_manage() {
         .exec(&["systemctl", "show", "-p", "StatusText", "--value", WATCH]);
     let status = String::from_utf8_lossy(&out.stdout);
     assert!(
-        status.contains("watching 1 policies, 2 units") && status.contains("service#wa-web"),
+        status.contains("watching 1 policy, 2 units") && status.contains("service#wa-web"),
         "{status}"
     );
 

@@ -222,7 +222,7 @@ fn render_resources(out: &mut String, run: &RunReport, quiet: bool, style: Style
                     run.provider.name
                 ))
             }
-            _ => describe(r, style),
+            _ => describe(r, run.noop, style),
         };
         let _ = writeln!(out, "{:<width$}  {line}", one_line(&r.resource));
         // What the unit itself last said (escaped: it is the unit's text).
@@ -347,7 +347,8 @@ fn render_summary(out: &mut String, run: &RunReport, style: Style) {
     }
 }
 
-fn describe(r: &ResourceEvent, style: Style) -> String {
+/// One resource's line; `noop`: of a `--noop` run, which records nothing.
+fn describe(r: &ResourceEvent, noop: bool, style: Style) -> String {
     if r.failed {
         let done = if r.actions.is_empty() {
             String::new()
@@ -379,17 +380,23 @@ fn describe(r: &ResourceEvent, style: Style) -> String {
         .map(|w| w.reference.as_str())
         .collect();
     let all_recorded = watch.counts.as_ref().map_or(0, |c| c.recorded);
+    // A noop run records nothing: the next real run does.
+    let kept = if noop {
+        "recorded by a run without --noop"
+    } else {
+        "recorded"
+    };
     let recorded = if all_recorded == 0 {
         String::new()
     } else if all_recorded <= LISTED && recorded.len() == all_recorded {
         let names: Vec<String> = recorded.iter().map(|r| reference(r)).collect();
         format!(
-            " ({} first seen: recorded, nothing to restart)",
+            " ({} first seen: {kept}, nothing to restart)",
             names.join(", ")
         )
     } else {
         format!(
-            " ({} references first seen: recorded, nothing to restart)",
+            " ({} references first seen: {kept}, nothing to restart)",
             thousands(all_recorded)
         )
     };
@@ -554,8 +561,14 @@ mod tests {
             ..WatchReport::default()
         };
         assert_eq!(
-            describe(&event(Vec::new(), watch), PLAIN),
+            describe(&event(Vec::new(), watch.clone()), false, PLAIN),
             "unchanged (file#/etc/a.conf first seen: recorded, nothing to restart)"
+        );
+        // A noop run records nothing.
+        assert_eq!(
+            describe(&event(Vec::new(), watch), true, PLAIN),
+            "unchanged (file#/etc/a.conf first seen: recorded by a run without --noop, \
+             nothing to restart)"
         );
     }
 
@@ -579,12 +592,12 @@ mod tests {
             }),
             ..WatchReport::default()
         };
-        let unchanged = describe(&event(Vec::new(), watch.clone()), PLAIN);
+        let unchanged = describe(&event(Vec::new(), watch.clone()), false, PLAIN);
         assert_eq!(
             unchanged,
             "unchanged (10,000 references first seen: recorded, nothing to restart)"
         );
-        let restarted = describe(&event(vec![Done::Restarted], watch), PLAIN);
+        let restarted = describe(&event(vec![Done::Restarted], watch), false, PLAIN);
         assert!(
             restarted.ends_with(" changed and 9,997 more)"),
             "{restarted}"

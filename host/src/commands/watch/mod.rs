@@ -394,7 +394,7 @@ impl Watch {
     /// systemd's `STATUS=`.
     fn status(&self) -> String {
         let (policies, units) = self.targets.counts();
-        let mut status = format!("watching {policies} policies, {units} units");
+        let mut status = watching(policies, units);
         if !self.refused.is_empty() {
             status.push_str(&format!("; {} refused", self.refused.len()));
         }
@@ -448,8 +448,10 @@ fn log_changes(lines: &Lines, report: &Report, cause: &str) -> Option<String> {
                     format!("failed: {}", errors.join("; ")),
                 )
             } else if resource.noop {
+                // The policy's own account ("Would have started"), else
+                // the action's words.
                 let what = match &resource.noop_message {
-                    Some(message) => format!("would change: {message}"),
+                    Some(message) => lowercase_first(&message.to_string()),
                     None => "would change".to_owned(),
                 };
                 ("would change".to_owned(), what)
@@ -476,10 +478,46 @@ fn log_changes(lines: &Lines, report: &Report, cause: &str) -> Option<String> {
     last
 }
 
+/// `watching 1 policy, 2 units`: the status's start.
+fn watching(policies: usize, units: usize) -> String {
+    format!(
+        "watching {policies} {}, {units} {}",
+        if policies == 1 { "policy" } else { "policies" },
+        if units == 1 { "unit" } else { "units" }
+    )
+}
+
+/// `text` with its first letter in lower case, for the middle of a line:
+/// `Would have started` → `would have started`.
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser as _;
+
+    #[test]
+    fn the_status_counts_in_words_that_agree() {
+        assert_eq!(watching(1, 1), "watching 1 policy, 1 unit");
+        assert_eq!(watching(1, 2), "watching 1 policy, 2 units");
+        assert_eq!(watching(0, 0), "watching 0 policies, 0 units");
+        assert_eq!(watching(3, 1), "watching 3 policies, 1 unit");
+    }
+
+    #[test]
+    fn a_noop_line_says_the_policys_account_once() {
+        assert_eq!(
+            lowercase_first("Would have started, would have enabled"),
+            "would have started, would have enabled"
+        );
+        assert_eq!(lowercase_first(""), "");
+    }
 
     fn timing(config: &std::path::Path, flags: &[&str]) -> anyhow::Result<Timing> {
         let mut argv = vec!["host", "watch", "--config", config.to_str().unwrap()];
