@@ -168,7 +168,8 @@ settings! {
             default: Some("/etc,/opt,/srv,/usr"),
             help: "A directory below which file# subscriptions are read (never /proc, /sys, /dev \
                    or /run); repeatable, adds to the configuration file's; without any, /etc, \
-                   /opt, /srv and /usr",
+                   /opt, /srv and /usr. The packaged units hide /home, /root and /tmp from the \
+                   host (ProtectHome=, PrivateTmp=): a file there is never read or watched by them",
         }
         jobs: Jobs {
             flag: "jobs",
