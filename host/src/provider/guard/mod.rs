@@ -4,15 +4,15 @@
 //! 1. the name check (a unit name systemd would take, never an option);
 //! 2. the allowlist (`allow_units`);
 //! 3. availability (systemctl found);
-//! 4. the run's one daemon-reload: before its first change, and before its
+//! 4. units left alone: a change of a unit the operator paused, or a start
+//!    of one held back after a crash loop, is refused before any reload,
+//!    and its record says so ([`crate::left_alone`]);
+//! 5. the run's one daemon-reload: before its first change, and before its
 //!    first status unless the backend can tell whether the unit's files
 //!    changed since systemd loaded them (over D-Bus, `NeedDaemonReload`);
 //!    then only a status of a unit whose files changed makes it, and that
 //!    unit is read again after it. A watch's run for an event skips it
 //!    before a change of a unit read unchanged ([`ReloadBeforeChange`]);
-//! 5. units left alone: a change of a unit the operator paused, or a start
-//!    of one held back after a crash loop, is refused, and its record says
-//!    so ([`crate::left_alone`]);
 //! 6. noop (a change is refused in a dry run);
 //! 7. the deadline (the per-command timeout, cut at the run's wall clock);
 //! 8. the backend, which talks to systemd;
