@@ -13,7 +13,13 @@
 //! Every step starts with a `===` heading and ends with a line giving its
 //! elapsed time; the builds show cargo's own progress (the first build of the
 //! host compiles wasmtime and takes minutes).
+//!
+//! `-- --host PATH` (or `POLICY_HOST_DEMO_HOST=PATH`) runs a `host` binary
+//! you already have (the package's `/usr/sbin/policy-host`, a release
+//! build) instead of building one; the example policy is still built. The
+//! binary is copied into the demo's directory, which the sandbox sees.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -25,9 +31,33 @@ use policy_host_e2e::sandbox::{sleep_service, Sandbox};
 /// The file `httpd` is subscribed to in the example policy.
 const HTTPD_CONFIG: &str = "/etc/httpd/conf/httpd.conf";
 
+/// The environment variable that names a `host` binary to use, as `--host`.
+const HOST_VARIABLE: &str = "POLICY_HOST_DEMO_HOST";
+
+const USAGE: &str = "\
+usage: cargo run -p policy-host-e2e --bin demo [-- --host PATH]
+
+Builds the example policy, signs it with a fresh key, and applies it with the host to a real
+systemd booted in a throwaway sandbox (as root). Nothing on this machine changes.
+
+  --host PATH   run this host binary (for example /usr/sbin/policy-host) instead of building
+                one; POLICY_HOST_DEMO_HOST=PATH does the same (--host wins)
+  -h, --help    this text";
+
 fn main() -> ExitCode {
     let started = Instant::now();
-    match demo() {
+    let given = match given_host(std::env::args_os().skip(1), std::env::var_os(HOST_VARIABLE)) {
+        Ok(Given::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Given::Host(host)) => host,
+        Err(err) => {
+            eprintln!("demo: {err:#}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match demo(given) {
         Ok(()) => {
             println!(
                 "\nThe demo ran as expected, in {}.",
@@ -45,17 +75,95 @@ fn main() -> ExitCode {
     }
 }
 
-fn demo() -> anyhow::Result<()> {
-    let step = Step::start("Building the host and the example policy");
-    println!(
-        "(cargo's output follows; a first build of the host compiles wasmtime \
-         and can take several minutes)"
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Given {
+    Help,
+    /// The `host` binary to use, checked; `None`: build one.
+    Host(Option<PathBuf>),
+}
+
+/// Reads `--host PATH` (or `--host=PATH`) from `args`, else the
+/// environment variable's `variable`, and checks that it names an
+/// executable file.
+fn given_host(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+    variable: Option<std::ffi::OsString>,
+) -> anyhow::Result<Given> {
+    let mut args = args.into_iter();
+    let mut host = None;
+    while let Some(arg) = args.next() {
+        let text = arg.to_string_lossy();
+        if text == "-h" || text == "--help" {
+            return Ok(Given::Help);
+        } else if text == "--host" {
+            let path = args.next().context("--host needs a PATH")?;
+            host = Some((PathBuf::from(path), "--host".to_owned()));
+        } else if let Some(path) = text.strip_prefix("--host=") {
+            host = Some((PathBuf::from(path), "--host".to_owned()));
+        } else {
+            anyhow::bail!("unknown argument {text:?}");
+        }
+    }
+    let host = host.or_else(|| {
+        variable
+            .filter(|v| !v.is_empty())
+            .map(|v| (PathBuf::from(v), HOST_VARIABLE.to_owned()))
+    });
+    let Some((path, from)) = host else {
+        return Ok(Given::Host(None));
+    };
+    Ok(Given::Host(Some(
+        executable(&path).with_context(|| format!("{from} {}", path.display()))?,
+    )))
+}
+
+/// `path`, absolute, when it is a file someone may execute.
+fn executable(path: &Path) -> anyhow::Result<PathBuf> {
+    let metadata = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => anyhow::anyhow!(
+            "no such file (omit --host to build the host; the package installs /usr/sbin/policy-host)"
+        ),
+        _ => anyhow::Error::new(e),
+    })?;
+    anyhow::ensure!(metadata.is_file(), "not a file");
+    let mode = metadata.permissions().mode();
+    anyhow::ensure!(
+        mode & 0o111 != 0,
+        "not executable (mode {:o}): chmod +x it, or omit --host to build the host",
+        mode & 0o7777
     );
+    std::fs::canonicalize(path).context("finding its absolute path")
+}
+
+fn demo(given: Option<PathBuf>) -> anyhow::Result<()> {
     build::show_build_progress();
-    let host = build::host_binary();
-    let built = build::policy_wasm("example-policy");
-    println!("host:   {}\npolicy: {}", host.display(), built.display());
-    step.done();
+    let (host, built) = match given {
+        None => {
+            let step = Step::start("Building the host and the example policy");
+            println!(
+                "(cargo's output follows; a first build of the host compiles wasmtime \
+                 and can take several minutes)"
+            );
+            let host = build::host_binary();
+            let built = build::policy_wasm("example-policy");
+            println!("host:   {}\npolicy: {}", host.display(), built.display());
+            step.done();
+            (host, built)
+        }
+        Some(host) => {
+            let step = Step::start("Building the example policy (the host is given)");
+            println!("(cargo's output follows)");
+            let built = build::policy_wasm("example-policy");
+            println!(
+                "host:   {} (given)\npolicy: {}",
+                host.display(),
+                built.display()
+            );
+            step.done();
+            (host, built)
+        }
+    };
 
     let step = Step::start("Signing the policy with a fresh key");
     let work = build::target_dir()
@@ -63,6 +171,17 @@ fn demo() -> anyhow::Result<()> {
         .join(std::process::id().to_string());
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    // The sandbox sees the target directory; a host from anywhere else is
+    // run from a copy there.
+    let host = if host.starts_with(build::target_dir()) {
+        host
+    } else {
+        let copy = work.join("host");
+        std::fs::copy(&host, &copy)
+            .with_context(|| format!("copying {} to {}", host.display(), copy.display()))?;
+        copy
+    };
+    show(&host, &["--version".as_ref()], 0)?;
     let policy = work.join("example_policy.wasm");
     std::fs::copy(&built, &policy).context("copying the policy")?;
     let keys = work.join("keys");
@@ -318,4 +437,62 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given(args: &[&str], variable: Option<&str>) -> anyhow::Result<Given> {
+        given_host(args.iter().map(Into::into), variable.map(Into::into))
+    }
+
+    #[test]
+    fn the_host_is_built_unless_one_is_given() {
+        assert_eq!(given(&[], None).unwrap(), Given::Host(None));
+        assert_eq!(given(&[], Some("")).unwrap(), Given::Host(None));
+        assert_eq!(given(&["--help"], None).unwrap(), Given::Help);
+        let sh = std::fs::canonicalize("/bin/sh").unwrap();
+        assert_eq!(
+            given(&["--host", "/bin/sh"], None).unwrap(),
+            Given::Host(Some(sh.clone()))
+        );
+        assert_eq!(
+            given(&["--host=/bin/sh"], Some("/nowhere")).unwrap(),
+            Given::Host(Some(sh.clone())),
+            "--host wins over the variable"
+        );
+        assert_eq!(given(&[], Some("/bin/sh")).unwrap(), Given::Host(Some(sh)));
+    }
+
+    #[test]
+    fn a_host_that_cannot_run_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("host");
+        std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        for (args, variable, said) in [
+            (
+                vec!["--host", "/nowhere/host"],
+                None,
+                "--host /nowhere/host: no such file",
+            ),
+            (
+                vec![],
+                Some("/nowhere/host"),
+                "POLICY_HOST_DEMO_HOST /nowhere/host: no such file",
+            ),
+            (
+                vec!["--host", plain.to_str().unwrap()],
+                None,
+                "not executable (mode 644)",
+            ),
+            (vec!["--host", "/"], None, "--host /: not a file"),
+            (vec!["--host"], None, "--host needs a PATH"),
+            (vec!["--hots", "x"], None, "unknown argument \"--hots\""),
+        ] {
+            let err = format!("{:#}", given(&args, variable).unwrap_err());
+            assert!(err.contains(said), "{args:?}: {err}");
+        }
+    }
 }
