@@ -1039,3 +1039,93 @@ fn a_package_upgrade_and_removal_restart_the_subscriber_and_a_failed_restart_is_
     assert_eq!(m.state("demo-pkgd").0, "active");
     assert_eq!(m.run(manifest, &args).code, 0);
 }
+
+/// The shell commands of docs/try-it.md's "Step by step", in order, as the
+/// page writes them (the indentation of its list taken off).
+fn try_it_steps() -> String {
+    let page = std::fs::read_to_string(build::workspace_root().join("docs/try-it.md"))
+        .expect("docs/try-it.md");
+    let section = &page[page.find("### Step by step").expect("the section")..];
+    let mut script = String::new();
+    let mut inside = None;
+    for line in section.lines() {
+        match (inside, line.trim_start()) {
+            (None, "```sh") => inside = Some(line.len() - line.trim_start().len()),
+            (Some(_), "```") => inside = None,
+            (Some(indent), _) => {
+                script.push_str(line.get(indent..).unwrap_or(""));
+                script.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    script
+}
+
+/// docs/try-it.md's sandbox by hand, run as written: boot, a policy run
+/// inside (noop, converge, nothing to do), the watch repairing a stop, and
+/// the stop leaving nothing behind. Only its paths are the test's own, and
+/// the cargo builds of step 1 are the ones this suite already made.
+#[e2e_test(requires = "root, systemd")]
+fn docs_try_it_boots_runs_watches_and_stops_as_written() {
+    let share = policy_host_e2e::scratch::Scratch::new("try-it");
+    let boxes = policy_host_e2e::scratch::Scratch::new("try-it-box");
+    let sandbox_dir = boxes.join(format!("try-{}", std::process::id()));
+    let mut script = try_it_steps();
+    let replace = |script: &mut String, from: &str, to: &str| {
+        assert!(
+            script.contains(from),
+            "docs/try-it.md no longer says {from:?}"
+        );
+        *script = script.replacen(from, to, 1);
+    };
+    replace(
+        &mut script,
+        "export TRY=/var/tmp/policy-host-try BOX=/run/policy-host-try/box SDBOX=$PWD/tests/sandbox/sdbox.sh\n",
+        &format!(
+            "export TRY={} BOX={} SDBOX=$PWD/tests/sandbox/sdbox.sh\ntrap '$SDBOX stop $BOX' EXIT\n",
+            share.path().display(),
+            sandbox_dir.display()
+        ),
+    );
+    replace(
+        &mut script,
+        "cargo build -p policy-host --bin host && cp target/debug/host $TRY/host",
+        &format!("cp {} $TRY/host", build::host_binary().display()),
+    );
+    replace(
+        &mut script,
+        "cargo build --release --target wasm32-wasip2 -p manifest-policy\n",
+        "",
+    );
+    replace(
+        &mut script,
+        "cp target/wasm32-wasip2/release/manifest_policy.wasm $TRY/",
+        &format!(
+            "cp {} $TRY/",
+            build::policy_wasm("manifest-policy").display()
+        ),
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(build::workspace_root())
+        .output()
+        .expect("bash");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let said = format!("--- script\n{script}\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    assert!(out.status.success(), "{}: {said}", out.status);
+    for expected in [
+        "service#try-web  Would have started, would have enabled",
+        "service#try-old  stopped, disabled",
+        // The run with nothing to do, both units as the policy says, and
+        // try-web running again after its stop: the watch repaired it.
+        "exit code 0\nactive\ninactive\nactive\n",
+        "service#try-web: started",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} missing: {said}");
+    }
+    assert!(!sandbox_dir.exists(), "sdbox.sh stop removes its directory");
+}
