@@ -209,7 +209,8 @@ impl Gate<'_> {
             }),
             None if self.allow_rollback => None,
             None => bail!(
-                "the signature carries no signing time (`signed:` in host sign's trusted comment, `timestamp:` in minisign's), so its version cannot be checked; sign it again, or run it with --allow-rollback"
+                "the signature carries no signing time (`signed:` in {}'s trusted comment, `timestamp:` in minisign's), so its version cannot be checked; sign it again, or run it with --allow-rollback",
+                crate::program::command("sign")
             ),
         };
         if let Some(version) = &version {
