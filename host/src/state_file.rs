@@ -34,9 +34,20 @@ pub fn open<T: Versioned>(
 ) -> anyhow::Result<(PathBuf, T)> {
     let (path, record) = read::<T>(dir, name, max_bytes, what, instead)?;
     let record = record.unwrap_or_else(T::empty);
+    if record.format() > T::FORMAT {
+        // A newer host wrote it, and this one was installed over it (a
+        // package downgrade): say so, and what to do, rather than guess.
+        bail!(
+            "{} has format {}, which a newer policy-host wrote; this host reads format {} and \
+             will not guess at it, so nothing ran: install the newer policy-host again ({instead})",
+            path.display(),
+            record.format(),
+            T::FORMAT
+        );
+    }
     if record.format() != T::FORMAT {
         bail!(
-            "{} has format {}, this host reads format {}",
+            "{} has format {}, this host reads format {}; {instead}",
             path.display(),
             record.format(),
             T::FORMAT
@@ -133,7 +144,21 @@ mod tests {
         let error = format!("{:#}", open_notes(dir.path()).unwrap_err());
         assert_eq!(
             error,
-            format!("{} has format 3, this host reads format 2", path.display())
+            format!(
+                "{} has format 3, which a newer policy-host wrote; this host reads format 2 and \
+                 will not guess at it, so nothing ran: install the newer policy-host again \
+                 (restore it)",
+                path.display()
+            )
+        );
+        std::fs::write(&path, r#"{"format": 1, "notes": []}"#).unwrap();
+        let error = format!("{:#}", open_notes(dir.path()).unwrap_err());
+        assert_eq!(
+            error,
+            format!(
+                "{} has format 1, this host reads format 2; restore it",
+                path.display()
+            )
         );
         std::fs::write(&path, "{").unwrap();
         let error = format!("{:#}", open_notes(dir.path()).unwrap_err());

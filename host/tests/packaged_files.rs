@@ -264,32 +264,41 @@ fn the_shipped_files_name_only_paths_the_package_installs() {
 }
 
 /// The watch service does the job of the run service, all the time: it is
-/// sandboxed the same, line for line, from its resources on.
+/// sandboxed the same, line for line, from its resources on, in the package
+/// and in the source install; it can be enabled, and it replaces the timer.
 #[test]
 fn the_watch_service_is_sandboxed_as_the_run_service_is() {
-    let debian = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dist/debian");
-    let sandbox = |unit: &str| {
-        let text = std::fs::read_to_string(debian.join(unit)).unwrap();
-        let start = text
-            .find("# --- Resources")
-            .unwrap_or_else(|| panic!("{unit} has no resources section"));
-        // The watch is started at boot; the run service by its timer.
-        let end = text.find("\n[Install]").unwrap_or(text.len());
-        text[start..end].trim_end().to_owned()
-    };
-    assert_eq!(
-        sandbox("policy-host-watch.service"),
-        sandbox("policy-host.service")
-    );
-    let watch = std::fs::read_to_string(debian.join("policy-host-watch.service")).unwrap();
-    for line in [
-        "Type=notify",
-        "ExecStart=/usr/sbin/policy-host watch",
-        "WatchdogSec=",
-        "ExecReload=/bin/kill -HUP $MAINPID",
-        "Conflicts=policy-host.timer",
-        "[Install]\nWantedBy=multi-user.target",
+    for (dir, exec) in [
+        ("dist/debian", "ExecStart=/usr/sbin/policy-host watch"),
+        ("dist/systemd", "ExecStart=/usr/local/bin/host watch "),
     ] {
-        assert!(watch.contains(line), "{line} missing");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
+        let sandbox = |unit: &str| {
+            let text = std::fs::read_to_string(dir.join(unit)).unwrap();
+            let start = text
+                .find("# --- Resources")
+                .unwrap_or_else(|| panic!("{unit} has no resources section"));
+            // The watch is started at boot; the run service by its timer.
+            let end = text.find("\n[Install]").unwrap_or(text.len());
+            text[start..end].trim_end().to_owned()
+        };
+        assert_eq!(
+            sandbox("policy-host-watch.service"),
+            sandbox("policy-host.service"),
+            "{}",
+            dir.display()
+        );
+        let watch = std::fs::read_to_string(dir.join("policy-host-watch.service")).unwrap();
+        for line in [
+            "Type=notify",
+            exec,
+            "WatchdogSec=",
+            "ExecReload=/bin/kill -HUP $MAINPID",
+            "Conflicts=policy-host.timer",
+            "\n[Install]\n",
+            "\nWantedBy=multi-user.target\n",
+        ] {
+            assert!(watch.contains(line), "{line} missing in {}", dir.display());
+        }
     }
 }

@@ -12,11 +12,17 @@
 # without this throwaway root would wipe the machine's real /tmp, so never shortcut it.
 # SHARE, a host directory, is bind-mounted read-only at the same path inside (live content).
 #
+# A sandbox's disk: with SDBOX_DISK=PATH, PATH (a tmpfs the caller mounted, never a directory
+# of the real / itself: overlayfs refuses an upper layer inside its lower one) holds the upper
+# layer instead of a fresh tmpfs. What systemd wrote then survives `stop`, and the next `start`
+# with the same SDBOX_DISK boots on it: a reboot of the same machine.
+#
 # Environment:
 #   SDBOX_ARGS   extra systemd arguments, e.g. systemd.unit=basic.target (fast boot)
 #   SDBOX_OWNER  PID of the process that owns the sandbox (default: the caller); `sweep` stops
 #                sandboxes whose owner died without stopping them
 #   SDBOX_EXEC_TIMEOUT  seconds after which `exec` kills CMD (default 300; exit status 124)
+#   SDBOX_DISK   a tmpfs mount point that keeps the upper layer across stop and start (above)
 #
 # Exit status: 0 ok; 3 sandboxes are impossible here (not root, no namespaces, no cgroup2, no
 # systemd): callers skip rather than fail; anything else is a real failure.
@@ -77,13 +83,15 @@ kill_cgroup() {
   else xargs -r kill -KILL < "$CG/cgroup.procs" 2>/dev/null || true; fi
 }
 
-# Runs as PID 1 of the new namespaces (environment: DIR SHARE ARGS DROP) and becomes systemd.
+# Runs as PID 1 of the new namespaces (environment: DIR SHARE DISK ARGS DROP) and becomes systemd.
 # (It reaches the new bash through the environment, without comments: see `declare -f`.)
 inside() {
-  local R=$DIR/root f n hp
-  # The throwaway root: the real / as the read-only lower layer, a tmpfs as the upper one.
-  mount -t tmpfs -o mode=755 sdbox-upper "$DIR/t"; mkdir "$DIR/t/up" "$DIR/t/wk"
-  mount -t overlay -o "lowerdir=/,upperdir=$DIR/t/up,workdir=$DIR/t/wk" sdbox-root "$R"
+  local R=$DIR/root f n hp U=$DIR/t
+  # The throwaway root: the real / as the read-only lower layer, a tmpfs as the upper one
+  # (the disk's, kept from an earlier boot, or a fresh one).
+  if [ -n "$DISK" ]; then U=$DISK; else mount -t tmpfs -o mode=755 sdbox-upper "$U"; fi
+  mkdir -p "$U/up" "$U/wk"
+  mount -t overlay -o "lowerdir=/,upperdir=$U/up,workdir=$U/wk" sdbox-root "$R"
   # /proc, /sys and /dev must exist before systemd starts, or it mounts the real /dev.
   mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
   for f in sys sysrq-trigger; do [ ! -e "$R/proc/$f" ] || mount --bind -o ro "$R/proc/$f" "$R/proc/$f"; done
@@ -113,6 +121,11 @@ start() {
   unshare --pid --fork --mount --uts --ipc --net --cgroup --propagation private true 2>/dev/null \
     || unavailable "cannot create namespaces (unshare: $(unshare --pid --fork --mount --cgroup true 2>&1 | head -1))"
   [ -z "$share" ] || share=$(realpath -e "$share") || die "no such share directory: $1"
+  local disk=${SDBOX_DISK:-}
+  if [ -n "$disk" ]; then
+    disk=$(realpath -e "$disk") || die "no such disk: $SDBOX_DISK"
+    [ "$(stat -f -c %T "$disk")" = tmpfs ] || die "the disk $disk is not a tmpfs of its own"
+  fi
   [ ! -e "$CG" ] || die "$CG exists: a sandbox named $NAME is still alive (or not swept)"
   mkdir -p "$(dirname "$DIR")"
   ( flock 9                                # a concurrent sweep sees DIR only with its owner
@@ -123,7 +136,7 @@ start() {
   # setsid: a Ctrl-C meant for the test run must not reach systemd (SIGINT = ctrl-alt-del).
   ( echo $BASHPID > "$CG/cgroup.procs"     # the new cgroup namespace is rooted at $CG
     exec setsid unshare --pid --fork --mount --uts --ipc --net --cgroup --propagation private \
-      env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DIR="$DIR" LIBMOUNT_UTAB="$DIR/utab" SHARE="$share" \
+      env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DIR="$DIR" LIBMOUNT_UTAB="$DIR/utab" SHARE="$share" DISK="$disk" \
         ARGS="${SDBOX_ARGS:-}" DROP=$DROP INSIDE="$(declare -f inside)" bash -euc 'eval "$INSIDE"; inside' \
       </dev/null >"$DIR/console.log" 2>&1
   ) &

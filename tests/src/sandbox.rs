@@ -71,21 +71,36 @@ impl Sandbox {
     /// Fails with an [`Unavailable`] error (find it with
     /// `err.downcast_ref::<Unavailable>()`) when sandboxes are impossible here.
     pub fn boot(share: &Path) -> anyhow::Result<Sandbox> {
+        Self::boot_with(share, None, "basic.target")
+    }
+
+    /// [`boot`](Self::boot) on `disk`, to `target` (`multi-user.target` to
+    /// start what is enabled there, as a machine's boot does): what the
+    /// sandbox writes stays on the disk after [`stop`](Self::stop), and the
+    /// next boot on it is a reboot of the same machine.
+    pub fn boot_on(share: &Path, disk: &Disk, target: &str) -> anyhow::Result<Sandbox> {
+        Self::boot_with(share, Some(disk), target)
+    }
+
+    fn boot_with(share: &Path, disk: Option<&Disk>, target: &str) -> anyhow::Result<Sandbox> {
         sweep_stale(share);
         let slot = Slot::acquire();
         let name = unique_name();
         let dir = sandboxes_dir().join(&name);
         let scratch = share.join(SCRATCH).join(&name);
         let started = Instant::now();
-        let output = script()
+        let mut start = script();
+        start
             .arg("start")
             .arg(&dir)
             .arg(share)
-            .env("SDBOX_ARGS", "systemd.unit=basic.target")
+            .env("SDBOX_ARGS", format!("systemd.unit={target}"))
             .env("SDBOX_OWNER", std::process::id().to_string())
-            .stdin(Stdio::null())
-            .output()
-            .context("running sdbox.sh start");
+            .stdin(Stdio::null());
+        if let Some(disk) = disk {
+            start.env("SDBOX_DISK", &disk.path);
+        }
+        let output = start.output().context("running sdbox.sh start");
         let output = match output {
             Ok(output) if output.status.success() => output,
             failed => {
@@ -125,6 +140,12 @@ impl Sandbox {
         Ok(sandbox)
     }
 
+    /// [`boot_on`](Self::boot_on), for tests (see
+    /// [`boot_for_test`](Self::boot_for_test)).
+    pub fn boot_on_for_test(share: &Path, disk: &Disk, target: &str) -> Sandbox {
+        expect_booted(Sandbox::boot_on(share, disk, target))
+    }
+
     /// [`boot`](Self::boot), for tests, which say `requires = "root,
     /// systemd"` (ignored with the reason on a machine without, failed
     /// under CI): a test that needs a sandbox either runs or fails, and is
@@ -132,16 +153,7 @@ impl Sandbox {
     /// without having run. Panics, naming what is missing, when sandboxes
     /// are impossible here, and when a possible boot fails.
     pub fn boot_for_test(share: &Path) -> Sandbox {
-        match Sandbox::boot(share) {
-            Ok(sandbox) => sandbox,
-            Err(err) => match err.downcast_ref::<Unavailable>() {
-                Some(why) => panic!(
-                    "this test needs a real systemd: {why} (run the suite as root on Linux with \
-                     systemd installed, as the README's test command does)"
-                ),
-                None => panic!("{err:#}"),
-            },
-        }
+        expect_booted(Sandbox::boot(share))
     }
 
     /// The PID of the sandbox's systemd, as this side sees it.
@@ -340,6 +352,95 @@ impl Sandbox {
         }
         Ok(started.elapsed())
     }
+}
+
+/// The sandbox, or a panic naming what is missing or why the boot failed.
+fn expect_booted(booted: anyhow::Result<Sandbox>) -> Sandbox {
+    match booted {
+        Ok(sandbox) => sandbox,
+        Err(err) => match err.downcast_ref::<Unavailable>() {
+            Some(why) => panic!(
+                "this test needs a real systemd: {why} (run the suite as root on Linux with \
+                 systemd installed, as the README's test command does)"
+            ),
+            None => panic!("{err:#}"),
+        },
+    }
+}
+
+/// A sandbox's disk: a tmpfs of its own on this side that holds the
+/// overlay's upper layer, so that what one boot wrote is there at the next
+/// ([`Sandbox::boot_on`]). Unmounted and removed on drop (after the sandboxes
+/// booted on it: drop them first).
+#[derive(Debug)]
+pub struct Disk {
+    path: PathBuf,
+}
+
+impl Disk {
+    /// Mounts a fresh tmpfs under the machine's temporary directory.
+    pub fn new() -> anyhow::Result<Disk> {
+        sweep_stale_disks();
+        let path = disks_dir().join(unique_name());
+        fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "mode=0700,size=2g", "sdbox-disk"])
+            .arg(&path)
+            .output()
+            .context("running mount")?;
+        if !mounted.status.success() {
+            let _ = fs::remove_dir(&path);
+            bail!(
+                "mounting a tmpfs at {} failed: {}",
+                path.display(),
+                String::from_utf8_lossy(&mounted.stderr).trim()
+            );
+        }
+        Ok(Disk { path })
+    }
+}
+
+impl Drop for Disk {
+    fn drop(&mut self) {
+        unmount_disk(&self.path);
+    }
+}
+
+fn unmount_disk(path: &Path) {
+    let unmounted = Command::new("umount").arg(path).output();
+    match unmounted {
+        Ok(out) if out.status.success() => {
+            let _ = fs::remove_dir(path);
+        }
+        Ok(out) => eprintln!(
+            "*** LEAKED SANDBOX DISK {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => eprintln!("*** LEAKED SANDBOX DISK {}: {e}", path.display()),
+    }
+}
+
+/// Where the disks are mounted on this side (apart from the sandboxes'
+/// directories, which `sdbox.sh sweep` owns).
+fn disks_dir() -> PathBuf {
+    std::env::temp_dir().join("policy-host-sandbox-disks")
+}
+
+/// Once per process: unmount the disks of processes that are gone (their
+/// names are `ph-PID-N`, as [`unique_name`] makes them).
+fn sweep_stale_disks() {
+    static SWEPT: Once = Once::new();
+    SWEPT.call_once(|| {
+        for entry in fs::read_dir(disks_dir()).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let owner = name.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+            let alive = owner.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+            if !alive {
+                unmount_disk(&entry.path());
+            }
+        }
+    });
 }
 
 impl Drop for Sandbox {

@@ -10,7 +10,7 @@ use std::process::Command;
 use policy_host_e2e::build::{host_binary, target_dir, workspace_root};
 use policy_host_e2e::outcome::text;
 use policy_host_e2e::requires::e2e_test;
-use policy_host_e2e::sandbox::{sleep_service, Sandbox};
+use policy_host_e2e::sandbox::{sleep_service, Disk, Sandbox};
 use serde_json::Value;
 
 /// Panics unless `program ARGS` runs and succeeds (beyond being on PATH,
@@ -66,11 +66,22 @@ fn build_package(args: &[&str]) {
 /// The package at its own version and at a higher one, built once per
 /// test process (the tests run in parallel and share the files).
 fn packages() -> (PathBuf, PathBuf) {
-    static BUILT: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
+    let (first, upgrade, _) = all_packages();
+    (first, upgrade)
+}
+
+/// The package at a lower version than [`packages`]' first (`~previous1`
+/// sorts before it), for upgrades from it and downgrades to it.
+fn previous_package() -> PathBuf {
+    all_packages().2
+}
+
+fn all_packages() -> (PathBuf, PathBuf, PathBuf) {
+    static BUILT: std::sync::OnceLock<(PathBuf, PathBuf, PathBuf)> = std::sync::OnceLock::new();
     BUILT.get_or_init(build_packages).clone()
 }
 
-fn build_packages() -> (PathBuf, PathBuf) {
+fn build_packages() -> (PathBuf, PathBuf, PathBuf) {
     require(
         "cargo",
         &["deb", "--version"],
@@ -94,7 +105,15 @@ fn build_packages() -> (PathBuf, PathBuf) {
         "--output",
         upgrade.to_str().unwrap(),
     ]);
-    (first, upgrade)
+    let previous = dir.join("policy-host_previous.deb");
+    build_package(&[
+        "--no-build",
+        "--deb-version",
+        &format!("{version}~previous1"),
+        "--output",
+        previous.to_str().unwrap(),
+    ]);
+    (first, upgrade, previous)
 }
 
 /// A bare `cargo deb` cannot ship the built-in policy, which is not one of
@@ -291,6 +310,29 @@ fn host_toml_steps(host_toml: &str) -> (Vec<String>, Vec<String>) {
     (commands, policy)
 }
 
+/// The operator's configuration, as README.Debian and host.toml say, word
+/// for word: a key for the machine, the shipped policy signed under the
+/// name host.toml uses, a signed manifest that keeps `pkg-web` running and
+/// enabled, the example uncommented.
+fn configure_the_builtin_policy(sandbox: &Sandbox) {
+    let s = Inside(sandbox);
+    let readme = s.sh("zcat -f /usr/share/doc/policy-host/README.Debian");
+    let host_toml = s.ok(&["cat", "/etc/policy-host/host.toml"]);
+    let (commands, policy_lines) = readme_debian_steps(&readme);
+    sandbox.install_unit("pkg-web", &sleep_service("pkg-web"));
+    sandbox.write_file(
+        "/etc/policy-host/manifest.yaml",
+        "- service:\n    - pkg-web:\n        ensure: running\n        enable: true\n",
+    );
+    for command in &commands {
+        s.sh(command);
+    }
+    let mut configured: Vec<&str> = host_toml.lines().collect();
+    configured.truncate(configured.len() - 3);
+    let configured = format!("{}\n{}\n", configured.join("\n"), policy_lines.join("\n"));
+    sandbox.write_file("/etc/policy-host/host.toml", &configured);
+}
+
 #[e2e_test(requires = "root, systemd, cargo-deb, lintian, bind9-host")]
 fn install_configure_run_upgrade_remove_and_purge() {
     let (first, upgrade) = packages();
@@ -348,18 +390,7 @@ fn install_configure_run_upgrade_remove_and_purge() {
         "README.Debian and host.toml give the same steps"
     );
     assert_eq!(commands.len(), 5, "{commands:#?}");
-    sandbox.install_unit("pkg-web", &sleep_service("pkg-web"));
-    sandbox.write_file(
-        "/etc/policy-host/manifest.yaml",
-        "- service:\n    - pkg-web:\n        ensure: running\n        enable: true\n",
-    );
-    for command in &commands {
-        s.sh(command);
-    }
-    let mut configured: Vec<&str> = host_toml.lines().collect();
-    configured.truncate(configured.len() - 3);
-    let configured = format!("{}\n{}\n", configured.join("\n"), policy_lines.join("\n"));
-    sandbox.write_file("/etc/policy-host/host.toml", &configured);
+    configure_the_builtin_policy(&sandbox);
     let noop = s.ok(&["policy-host", "run", "--noop"]);
     assert!(noop.contains("pkg-web"), "{noop}");
     assert_eq!(sandbox.is_active("pkg-web"), "inactive");
@@ -424,6 +455,11 @@ fn install_configure_run_upgrade_remove_and_purge() {
         "the watch failed:\n{}",
         s.sh("journalctl -u policy-host-watch.service --no-pager -n 30 2>&1")
     );
+    // Enabled for real (a link that starts it at boot), and the one driver:
+    // the timer it replaces was stopped.
+    assert_eq!(sandbox.is_enabled("policy-host-watch.service"), "enabled");
+    assert!(s.exists("/etc/systemd/system/multi-user.target.wants/policy-host-watch.service"));
+    assert_eq!(sandbox.is_active("policy-host.timer"), "inactive");
     let status = s.ok(&[
         "systemctl",
         "show",
@@ -605,4 +641,219 @@ fn oci_sources_read_the_registry_login_where_the_package_puts_it() {
     );
     assert!(!status.contains("\"pkg-web"), "names unquoted:\n{status}");
     s.ok(&["systemctl", "stop", "test-registry"]);
+}
+
+/// Waits up to 10 s for `unit` to be active again (a repair by the watch).
+fn repaired(sandbox: &Sandbox, unit: &str) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sandbox.is_active(unit) != "active" && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    sandbox.is_active(unit) == "active"
+}
+
+/// The watch's journal since it was installed (the unit's own and systemd's
+/// lines about it).
+fn watch_journal(s: &Inside<'_>) -> String {
+    s.sh("journalctl -u policy-host-watch.service --no-pager -o cat 2>&1")
+}
+
+/// How many times systemd started the watch (its "Started UNIT - ..." lines).
+fn watch_starts(s: &Inside<'_>) -> usize {
+    watch_journal(s)
+        .lines()
+        .filter(|l| l.starts_with("Started policy-host-watch.service"))
+        .count()
+}
+
+/// Installs `deb` and configures the built-in policy, then enables the
+/// watch as the docs say; it converges `pkg-web`.
+fn install_and_watch(sandbox: &Sandbox, deb: &Path) {
+    let s = Inside(sandbox);
+    // Docker's policy-rc.d forbids maintainer scripts to act on services in
+    // this machine's image; a real machine has none (see above).
+    s.ok(&["rm", "-f", "/usr/sbin/policy-rc.d"]);
+    s.ok(&["dpkg", "-i", deb.to_str().unwrap()]);
+    configure_the_builtin_policy(sandbox);
+    let watching = sandbox.exec(&["systemctl", "enable", "--now", "policy-host-watch.service"]);
+    assert!(
+        watching.status.success(),
+        "the watch failed:\n{}",
+        watch_journal(&s)
+    );
+    assert_eq!(
+        sandbox.is_active("pkg-web"),
+        "active",
+        "{}",
+        watch_journal(&s)
+    );
+}
+
+/// The watch, enabled as the docs say beside a timer enabled before it,
+/// comes back after a reboot on the same disk, alone (the timer stays
+/// stopped), and repairs a stop.
+#[e2e_test(requires = "root, systemd, cargo-deb, lintian, bind9-host")]
+fn the_enabled_watch_comes_back_after_a_reboot_and_repairs_a_stop() {
+    let (first, _) = packages();
+    let disk = Disk::new().expect("a disk for the sandbox");
+    {
+        let sandbox = Sandbox::boot_on_for_test(&target_dir(), &disk, "basic.target");
+        let s = Inside(&sandbox);
+        s.ok(&["rm", "-f", "/usr/sbin/policy-rc.d"]);
+        s.ok(&["dpkg", "-i", first.to_str().unwrap()]);
+        configure_the_builtin_policy(&sandbox);
+        s.ok(&["systemctl", "enable", "--now", "policy-host.timer"]);
+        s.ok(&["systemctl", "enable", "--now", "policy-host-watch.service"]);
+        assert_eq!(sandbox.is_enabled("policy-host-watch.service"), "enabled");
+        assert_eq!(sandbox.is_active("policy-host-watch.service"), "active");
+        assert_eq!(sandbox.is_active("policy-host.timer"), "inactive");
+        assert_eq!(sandbox.is_active("pkg-web"), "active");
+        sandbox.stop().expect("the machine powers off");
+    }
+
+    // The same disk, booted as a machine boots (to multi-user.target): what
+    // the first boot enabled is there, and started.
+    let sandbox = Sandbox::boot_on_for_test(&target_dir(), &disk, "multi-user.target");
+    let s = Inside(&sandbox);
+    assert_eq!(
+        s.ok(&["dpkg-query", "-W", "-f", "${Status}", "policy-host"]),
+        "install ok installed"
+    );
+    assert_eq!(
+        sandbox.is_active("policy-host-watch.service"),
+        "active",
+        "{}",
+        watch_journal(&s)
+    );
+    // Both enabled, exactly one drives: the boot left the timer stopped.
+    assert_eq!(sandbox.is_enabled("policy-host.timer"), "enabled");
+    assert_eq!(sandbox.is_active("policy-host.timer"), "inactive");
+    // This boot's watch made its first run (its own line, from this boot).
+    let boot = s.sh("journalctl -b -u policy-host-watch.service --no-pager -o cat 2>&1");
+    assert!(
+        boot.lines()
+            .any(|l| l.starts_with("Started policy-host-watch.service")),
+        "{boot}"
+    );
+    s.ok(&["systemctl", "stop", "pkg-web"]);
+    assert!(repaired(&sandbox, "pkg-web"), "{}", watch_journal(&s));
+    let boot = s.sh("journalctl -b -u policy-host-watch.service --no-pager -o cat 2>&1");
+    assert!(
+        boot.lines()
+            .any(|l| l.contains("pkg-web") && l.contains("started")),
+        "the watch says it repaired pkg-web:\n{boot}"
+    );
+}
+
+/// An upgrade from a lower version and a downgrade back to it keep the
+/// watch running (restarted once each, onto the installed binary), the
+/// state readable (the next run has nothing to do) and the copied built-in
+/// policy running. A state record of a format only a newer host reads is
+/// refused with one message naming the file and what to do, and the watch
+/// stays up instead of restarting in a loop.
+#[e2e_test(requires = "root, systemd, cargo-deb, lintian, bind9-host")]
+fn an_upgrade_and_a_downgrade_keep_the_watch_and_the_state() {
+    let (first, _) = packages();
+    let previous = previous_package();
+    let sandbox = Sandbox::boot_for_test(&target_dir());
+    let s = Inside(&sandbox);
+    install_and_watch(&sandbox, &previous);
+    let versions = s.ok(&["cat", "/var/lib/policy-host/versions.json"]);
+    let nothing_to_do = |when: &str| {
+        let run = sandbox.exec(&["policy-host", "run", "--json"]);
+        let out = text(&run.stdout);
+        assert!(run.status.success(), "{when}: {out}{}", text(&run.stderr));
+        let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert_eq!(report["summary"]["success"], true, "{when}: {report:#}");
+        assert_eq!(report["summary"]["changed"], 0, "{when}: {report:#}");
+        assert!(
+            out.contains("/etc/policy-host/policies/manifest-policy.wasm"),
+            "{when}: the copied built-in policy ran: {out}"
+        );
+    };
+
+    for (deb, what) in [(&first, "upgrade"), (&previous, "downgrade")] {
+        let starts = watch_starts(&s);
+        let pid = sandbox.main_pid("policy-host-watch.service");
+        let out = s.ok(&["dpkg", "-i", deb.to_str().unwrap()]);
+        if what == "downgrade" {
+            assert!(out.contains("downgrading policy-host"), "{out}");
+        }
+        assert_eq!(
+            s.ok(&["dpkg-query", "-W", "-f", "${Version}", "policy-host"]),
+            deb_field(deb, "Version"),
+            "{what}"
+        );
+        assert_eq!(
+            sandbox.is_active("policy-host-watch.service"),
+            "active",
+            "{what}: {}",
+            watch_journal(&s)
+        );
+        assert_ne!(sandbox.main_pid("policy-host-watch.service"), pid, "{what}");
+        assert_eq!(watch_starts(&s), starts + 1, "{what}: restarted once");
+        assert_eq!(
+            s.ok(&["cat", "/var/lib/policy-host/versions.json"]),
+            versions,
+            "{what}"
+        );
+        nothing_to_do(what);
+        s.ok(&["systemctl", "stop", "pkg-web"]);
+        assert!(
+            repaired(&sandbox, "pkg-web"),
+            "{what}: {}",
+            watch_journal(&s)
+        );
+    }
+
+    // A record only a newer host reads (as one that changed the format would
+    // leave behind, before a downgrade): one message, the watch stays up.
+    let newer = versions.replacen("\"format\": 1", "\"format\": 99", 1);
+    assert_ne!(newer, versions, "the record says its format: {versions}");
+    sandbox.write_file("/var/lib/policy-host/versions.json", &newer);
+    let pid = sandbox.main_pid("policy-host-watch.service");
+    s.ok(&["systemctl", "reload", "policy-host-watch.service"]);
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    let journal = watch_journal(&s);
+    let said: Vec<&str> = journal
+        .lines()
+        .filter(|l| l.contains("/var/lib/policy-host/versions.json has format 99"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once, though retried:\n{journal}");
+    assert!(
+        said[0].contains("a newer policy-host wrote")
+            && said[0].contains("install the newer policy-host again"),
+        "{}",
+        said[0]
+    );
+    assert_eq!(sandbox.is_active("policy-host-watch.service"), "active");
+    assert_eq!(
+        sandbox.main_pid("policy-host-watch.service"),
+        pid,
+        "no restart"
+    );
+    assert_eq!(
+        s.ok(&[
+            "systemctl",
+            "show",
+            "-p",
+            "NRestarts",
+            "--value",
+            "policy-host-watch.service"
+        ])
+        .trim(),
+        "0"
+    );
+    let by_hand = sandbox.exec(&["policy-host", "run"]);
+    assert_eq!(by_hand.status.code(), Some(1), "{}", text(&by_hand.stderr));
+    assert!(text(&by_hand.stderr).contains("versions.json has format 99"));
+    // Doing what it says (the record moved away) lets the runs go on.
+    s.ok(&[
+        "mv",
+        "/var/lib/policy-host/versions.json",
+        "/root/versions.json.newer",
+    ]);
+    s.ok(&["systemctl", "reload", "policy-host-watch.service"]);
+    nothing_to_do("after the newer record was moved away");
+    s.ok(&["test", "-s", "/var/lib/policy-host/versions.json"]);
 }

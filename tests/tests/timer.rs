@@ -1,5 +1,5 @@
-//! The shipped systemd units (`dist/systemd/policy-host.service` and
-//! `policy-host.timer`) in a real systemd 252, booted in a throwaway sandbox
+//! The shipped systemd units (`dist/systemd/policy-host.service`,
+//! `policy-host.timer` and `policy-host-watch.service`) in a real systemd 252, booted in a throwaway sandbox
 //! (see `policy_host_e2e::sandbox`): they pass `systemd-analyze verify`, and
 //! the timer really runs the hardened service, which converges the units and
 //! writes the report and the metrics.
@@ -21,6 +21,7 @@ use serde_json::Value;
 
 const SERVICE: &str = "policy-host.service";
 const TIMER: &str = "policy-host.timer";
+const WATCH: &str = "policy-host-watch.service";
 const REPORT: &str = "/var/lib/policy-host/last-run.json";
 const METRICS: &str = "/var/lib/prometheus/node-exporter/policy-host.prom";
 /// Where the probe (an `ExecStartPre=` of the service) writes what it saw.
@@ -97,7 +98,7 @@ impl Machine {
             &path(&build::signature_path(policy)),
             &path(public_key),
         ]);
-        for unit in [SERVICE, TIMER] {
+        for unit in [SERVICE, TIMER, WATCH] {
             self.sandbox
                 .write_file(&format!("/etc/systemd/system/{unit}"), &shipped(unit));
         }
@@ -524,4 +525,72 @@ fn the_timer_runs_the_policies_under_the_hardened_service() {
     assert_eq!(m.property(TIMER, "SubState"), "waiting");
     let next = m.property(TIMER, "NextElapseUSecRealtime");
     assert!(!next.is_empty(), "no next run after a restart");
+}
+
+/// The source install's watch: it passes `systemd-analyze verify`, is
+/// sandboxed as well as the run service, can be enabled (a link that starts
+/// it at boot), replaces the timer (starting it stops the timer), converges
+/// the example policy and repairs a stop.
+#[e2e_test(requires = "root, systemd")]
+fn the_watch_unit_is_enabled_replaces_the_timer_and_repairs_a_stop() {
+    let m = machine();
+    let verify = m.sandbox.exec(&[
+        "systemd-analyze",
+        "verify",
+        &format!("/etc/systemd/system/{WATCH}"),
+    ]);
+    assert!(
+        verify.status.success() && verify.stderr.is_empty(),
+        "systemd-analyze verify ({}):\n{}\n{}",
+        verify.status,
+        text(&verify.stdout),
+        text(&verify.stderr)
+    );
+    let (exposure, security) = m.sandbox.exposure(WATCH);
+    assert!(exposure <= 2.0, "exposure {exposure}:\n{security}");
+    for name in ["httpd", "legacy-ftpd", "metrics-agent"] {
+        m.sandbox.install_unit(name, &sleep_service(name));
+    }
+    m.sandbox.systemctl_ok(&["enable", "--now", TIMER]);
+    assert_eq!(m.state(TIMER), ("active".into(), "enabled".into()));
+    m.sandbox.systemctl_ok(&["enable", "--now", WATCH]);
+    assert_eq!(m.state(WATCH), ("active".into(), "enabled".into()));
+    assert!(m
+        .sandbox
+        .exec(&[
+            "test",
+            "-L",
+            &format!("/etc/systemd/system/multi-user.target.wants/{WATCH}")
+        ])
+        .status
+        .success());
+    assert_eq!(
+        m.state(TIMER),
+        ("inactive".into(), "enabled".into()),
+        "one driver: the watch stopped the timer"
+    );
+    assert_eq!(m.state("httpd"), ("active".into(), "enabled".into()));
+    m.sandbox.systemctl_ok(&["stop", "httpd"]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while m.sandbox.is_active("httpd") != "active" && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        m.sandbox.is_active("httpd"),
+        "active",
+        "{}",
+        m.ok(&["journalctl", "-u", WATCH, "--no-pager", "-n", "30"])
+    );
+    // Writes the report and the metrics the unit names, as the timer's runs do.
+    assert_eq!(m.report()["summary"]["success"], true);
+    // And the other way round: starting the timer stops the watch.
+    // (A conflict orders nothing: the watch's stop may still be under way
+    // when the timer's start is done.)
+    m.sandbox.systemctl_ok(&["start", TIMER]);
+    let until = Instant::now() + Duration::from_secs(20);
+    while m.sandbox.is_active(WATCH) != "inactive" && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(m.sandbox.is_active(WATCH), "inactive");
+    assert_eq!(m.sandbox.is_active(TIMER), "active");
 }
