@@ -516,10 +516,13 @@ fn an_enable_systemd_refuses_fails_in_systemctls_words_and_a_missing_unit_is_nam
     let report = over_dbus(&run);
     assert_ne!(run.code, 0, "{run:?}");
     let main = resource(&report, "service#pj-main");
+    // systemctl's words, and then the verification's (a change that failed
+    // is verified too: what the unit is now, beside why).
     assert_eq!(
         errors(main),
         "enable pj-main: EnableUnitFiles over D-Bus failed: Failed to enable unit: File \
-         /etc/systemd/system/multi-user.target.wants/pj-main.service already exists.",
+         /etc/systemd/system/multi-user.target.wants/pj-main.service already exists.\n\
+         failed to reach desired state: expected stopped and enabled, found stopped and disabled",
         "{main:#}"
     );
     assert_eq!(m.sandbox.is_enabled("pj-main"), "disabled");
