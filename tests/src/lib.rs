@@ -14,3 +14,4 @@ pub mod registry;
 pub mod requires;
 pub mod sandbox;
 pub mod scratch;
+pub mod watching;

@@ -35,3 +35,4 @@ mod subscriptions;
 mod supply_chain;
 mod timer;
 mod watch;
+mod watch_attacker;

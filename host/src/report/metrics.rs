@@ -110,6 +110,30 @@ pub fn render_metrics(
 }
 
 /// A sample's labels (`{state="total"}` or none) with the machine's after them.
+/// What a watch counts over its life, beside its runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WatchCounts {
+    /// Signals addressed to the watch that systemd did not send (or, for
+    /// `NameOwnerChanged`, the bus): dropped, never a wake.
+    pub signals_dropped: u64,
+}
+
+/// The series of a watch, appended to its runs' metrics.
+pub fn render_watch_metrics(counts: &WatchCounts, machine: &[(String, String)]) -> String {
+    let machine: Vec<String> = machine
+        .iter()
+        .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
+        .collect();
+    let name = "policy_host_watch_signals_dropped_total";
+    format!(
+        "# HELP {name} Signals sent to the watch by someone other than systemd (or, for NameOwnerChanged, the bus), dropped since the watch started: a local user trying to make it run.\n\
+         # TYPE {name} counter\n\
+         {name}{} {}\n",
+        with_machine("", &machine.join(",")),
+        counts.signals_dropped
+    )
+}
+
 fn with_machine(labels: &str, machine: &str) -> String {
     match (labels.strip_suffix('}'), machine.is_empty()) {
         (_, true) => labels.to_owned(),
@@ -210,6 +234,25 @@ fn borrowed(samples: &[(String, f64)]) -> Vec<(&str, f64)> {
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn a_watch_counts_the_signals_it_dropped_with_the_machines_labels() {
+        let counts = super::WatchCounts { signals_dropped: 7 };
+        let text = super::render_watch_metrics(&counts, &[("label_role".into(), "web".into())]);
+        assert!(
+            text.contains("# TYPE policy_host_watch_signals_dropped_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("policy_host_watch_signals_dropped_total{label_role=\"web\"} 7\n"),
+            "{text}"
+        );
+        let bare = super::render_watch_metrics(&counts, &[]);
+        assert!(
+            bare.ends_with("policy_host_watch_signals_dropped_total 7\n"),
+            "{bare}"
+        );
+    }
 
     use super::*;
     use crate::guest::GuestOutcome;

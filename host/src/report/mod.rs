@@ -285,7 +285,7 @@ impl Report {
 }
 
 pub use human::{render_human, Style, Verbosity};
-pub use metrics::render_metrics;
+pub use metrics::{render_metrics, render_watch_metrics, WatchCounts};
 
 /// The report of one invocation: one policy's report, or, with several
 /// policies, all of them in order with a combined summary.

@@ -13,23 +13,25 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use super::links::Resolved;
 use super::{Budget, Fingerprint, WatchError, WatchPaths};
 use crate::text::hex;
 
-/// The fingerprint of `path` (checked by [`WatchPaths::check`]): absent,
-/// a regular file's content, or everything below a directory.
+/// The fingerprint of `path` (checked by [`WatchPaths::check`]) as
+/// `resolved` by [`links::resolve`](super::links::resolve): absent, a
+/// regular file's content, or everything below a directory.
 pub fn fingerprint(
     path: &Path,
+    resolved: &Resolved,
     watch: &WatchPaths,
     budget: &mut Budget,
 ) -> Result<Fingerprint, WatchError> {
     let shown = path.display();
-    let resolved = match fs::canonicalize(path) {
-        Ok(resolved) => resolved,
-        // Missing, or a link to nothing: a reader sees nothing.
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Fingerprint::Absent),
-        Err(e) => return Err(WatchError(format!("file#{shown}: {e}"))),
-    };
+    // Missing, or a link to nothing: a reader sees nothing.
+    if !resolved.exists {
+        return Ok(Fingerprint::Absent);
+    }
+    let resolved = resolved.path.clone();
     if !watch.allows(&resolved) {
         return Err(WatchError(format!(
             "file#{shown}: resolves to {}, which is outside watch_paths or never read",
@@ -186,6 +188,7 @@ mod tests {
     use std::os::unix::fs::symlink;
     use std::time::{Duration, Instant};
 
+    use super::super::links::resolve;
     use super::super::Caps;
     use super::*;
 
@@ -196,7 +199,13 @@ mod tests {
     }
 
     fn print(path: &Path, watch: &WatchPaths) -> Result<Fingerprint, WatchError> {
-        fingerprint(path, watch, &mut Budget::new(Caps::DEFAULT, None))
+        let resolved = resolve(path).map_err(|refused| WatchError(refused.0))?;
+        fingerprint(
+            path,
+            &resolved,
+            watch,
+            &mut Budget::new(Caps::DEFAULT, None),
+        )
     }
 
     #[test]
@@ -315,9 +324,14 @@ mod tests {
             bytes_per_reference: 1000,
             ..Caps::DEFAULT
         };
-        let error = fingerprint(&big, &watch, &mut Budget::new(caps, None))
-            .unwrap_err()
-            .0;
+        let error = fingerprint(
+            &big,
+            &resolve(&big).unwrap(),
+            &watch,
+            &mut Budget::new(caps, None),
+        )
+        .unwrap_err()
+        .0;
         assert!(error.contains("more than 1000 bytes"), "{error}");
         for i in 0..20 {
             fs::write(dir.path().join(format!("f{i}")), "x").unwrap();
@@ -326,9 +340,14 @@ mod tests {
             entries_per_reference: 10,
             ..Caps::DEFAULT
         };
-        let error = fingerprint(dir.path(), &watch, &mut Budget::new(caps, None))
-            .unwrap_err()
-            .0;
+        let error = fingerprint(
+            dir.path(),
+            &resolve(dir.path()).unwrap(),
+            &watch,
+            &mut Budget::new(caps, None),
+        )
+        .unwrap_err()
+        .0;
         assert!(error.contains("more than 10 entries"), "{error}");
     }
 }

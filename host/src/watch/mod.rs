@@ -17,6 +17,7 @@
 
 pub mod dpkg;
 pub mod files;
+pub mod links;
 pub mod paths;
 pub mod record;
 pub mod reference;

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::dpkg::Database;
-use super::{files, Budget, Fingerprint, WatchError, WatchPaths};
+use super::{files, links, Budget, Fingerprint, WatchError, WatchPaths};
 
 /// What one reference is to the host.
 #[derive(Debug)]
@@ -45,7 +45,20 @@ impl<'a> Reader<'a> {
         match reference.split_once('#') {
             Some(("service", _)) => Look::InRun,
             Some(("file", path)) => match self.watch_paths.check(path) {
-                Ok(path) => Look::Read(files::fingerprint(&path, self.watch_paths, budget)),
+                Ok(path) => match links::resolve(&path) {
+                    Ok(resolved) => Look::Read(files::fingerprint(
+                        &path,
+                        &resolved,
+                        self.watch_paths,
+                        budget,
+                    )),
+                    Err(refused) => {
+                        let warning = format!("{reference} is not followed: {}", refused.0);
+                        // The reference is the policy's text: shown escaped.
+                        tracing::warn!("{}", crate::text::Untrusted::new(warning.clone()));
+                        Look::NotWatched(format!("{warning}; {NOT_WATCHED}"))
+                    }
+                },
                 Err(why) => not_watched(&why),
             },
             Some(("package", package)) => {

@@ -26,7 +26,7 @@ use std::time::Instant;
 use crate::cli::{RunArgs, RunCommandArgs};
 use crate::interrupt;
 use crate::lock::RunLock;
-use crate::report::Report;
+use crate::report::{Report, WatchCounts};
 
 use admit::AdmittedRun;
 use plan::{Plan, Request};
@@ -141,12 +141,14 @@ pub(crate) use plan::Inputs;
 /// `held`: the units the watch holds back after a crash loop.
 /// `--refresh` counts for the first run only (`first`): a watch that took it
 /// at every run would restart its subscribers at every run, and its own
-/// restarts would wake it again.
+/// restarts would wake it again. `counts`: the watch's own, written with the
+/// metrics.
 pub(crate) fn cycle(
     args: &RunArgs,
     selection: &Selection,
     first: bool,
     held: LeftAlone,
+    counts: WatchCounts,
 ) -> anyhow::Result<Cycled> {
     let started = Instant::now();
     let mut request = Request::of(args);
@@ -157,7 +159,8 @@ pub(crate) fn cycle(
     if !first && matches!(selection, Selection::Only(_)) {
         request.reload_before_change = ReloadBeforeChange::UnlessReadUnchanged;
     }
-    let outputs = outputs::Outputs::resolve(args);
+    let mut outputs = outputs::Outputs::resolve(args);
+    outputs.watch = Some(counts);
     let mut plan = Plan::resolve(args, &request, &outputs, started)?;
     let planned = plan.planned();
     let inputs = plan.inputs(args);

@@ -9,7 +9,9 @@ use anyhow::Context as _;
 
 use super::plan::Printed;
 use crate::atomic_file;
-use crate::report::{render_human, render_metrics, Report, Style};
+use crate::report::{
+    render_human, render_metrics, render_watch_metrics, Report, Style, WatchCounts,
+};
 
 /// Where the report and the metrics go (`--report`/`report_file`,
 /// `--metrics`/`metrics_file`): flags over host.toml, so a run by hand
@@ -20,6 +22,8 @@ pub(super) struct Outputs {
     pub(super) metrics: Option<PathBuf>,
     /// host.toml's `[labels]`, as the metrics' label pairs.
     pub(super) labels: Vec<(String, String)>,
+    /// A watch's own counts, written with each of its runs' metrics.
+    pub(super) watch: Option<WatchCounts>,
 }
 
 impl Outputs {
@@ -89,12 +93,15 @@ pub(super) fn write(
         }
     }
     if let Some(path) = &outputs.metrics {
-        let metrics = render_metrics(
+        let mut metrics = render_metrics(
             result.ok(),
             &outputs.labels,
             started.elapsed().as_secs_f64(),
             SystemTime::now(),
         );
+        if let Some(counts) = &outputs.watch {
+            metrics.push_str(&render_watch_metrics(counts, &outputs.labels));
+        }
         if let Err(e) = atomic_file::write(path, metrics.as_bytes(), OUTPUT_MODE) {
             failures.push(format!("writing the metrics {}: {e:#}", path.display()));
         }

@@ -272,6 +272,7 @@ impl Outputs {
                 report: v.report_file,
                 metrics: v.metrics_file,
                 labels: file.labels().metric_pairs(),
+                watch: None,
             })
         };
         ConfigFile::load(args.trust.config.path())

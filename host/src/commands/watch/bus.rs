@@ -17,9 +17,21 @@
 //!
 //! This is the watch's own connection, read-only: the provider's changes
 //! go over the run's connection.
+//!
+//! Only systemd wakes the watch. Match rules filter the broadcasts a client
+//! asks for by sender, but a signal *addressed* to the watch's connection is
+//! delivered whoever sent it (any local user may send signals on the system
+//! bus, and `busctl list` shows the watch's unique name). So every message
+//! is checked here, whatever the match rules say: a signal counts only when
+//! its sender is systemd's current unique name (asked with `GetNameOwner`
+//! at connect, followed through `NameOwnerChanged`), and `NameOwnerChanged`
+//! only when the bus itself sent it. What is dropped is counted (a debug
+//! line each, and `policy_host_watch_signals_dropped_total`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_core::Stream;
@@ -32,6 +44,8 @@ const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
 const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 const UNIT: &str = "org.freedesktop.systemd1.Unit";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
+/// The bus itself: the sender of `NameOwnerChanged`.
+const BUS: &str = "org.freedesktop.DBus";
 /// How long one question to the bus may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// How long between attempts to reach the bus again.
@@ -40,19 +54,28 @@ const RETRY: Duration = Duration::from_millis(250);
 /// The handle of the bus thread: tells it which units to follow.
 pub(crate) struct BusWatch {
     units: tokio::sync::watch::Sender<BTreeSet<String>>,
+    dropped: Arc<AtomicU64>,
 }
 
 impl BusWatch {
     /// Starts the bus thread; wakes go to `wakes`.
     pub(crate) fn start(wakes: Sender<Wake>) -> std::io::Result<Self> {
         let (units, followed) = tokio::sync::watch::channel(BTreeSet::new());
+        let dropped = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&dropped);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         std::thread::Builder::new()
             .name("bus-watch".into())
-            .spawn(move || runtime.block_on(follow(followed, wakes)))?;
-        Ok(Self { units })
+            .spawn(move || runtime.block_on(follow(followed, wakes, counted)))?;
+        Ok(Self { units, dropped })
+    }
+
+    /// How many signals were dropped since the watch began: sent by
+    /// someone other than systemd (or, for `NameOwnerChanged`, the bus).
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// Follows exactly `units` from now on (systemd's names).
@@ -67,11 +90,15 @@ impl BusWatch {
 
 /// The bus thread: connects, follows, and connects again when the
 /// connection is lost, until the watch ends.
-async fn follow(mut followed: tokio::sync::watch::Receiver<BTreeSet<String>>, wakes: Sender<Wake>) {
+async fn follow(
+    mut followed: tokio::sync::watch::Receiver<BTreeSet<String>>,
+    wakes: Sender<Wake>,
+    dropped: Arc<AtomicU64>,
+) {
     let mut connected_before = false;
     let mut said = false;
     loop {
-        match Following::connect().await {
+        match Following::connect(Arc::clone(&dropped)).await {
             Ok(mut following) => {
                 said = false;
                 if connected_before
@@ -142,10 +169,15 @@ struct Following {
     paths: BTreeMap<String, String>,
     /// The unit file state last seen of each unit followed.
     file_states: HashMap<String, String>,
+    /// systemd's unique name on the bus now (`None` while it has none):
+    /// the only sender whose signals count.
+    systemd: Option<String>,
+    /// Signals dropped: not from systemd (or the bus).
+    dropped: Arc<AtomicU64>,
 }
 
 impl Following {
-    async fn connect() -> zbus::Result<Self> {
+    async fn connect(dropped: Arc<AtomicU64>) -> zbus::Result<Self> {
         let connection = tokio::time::timeout(
             TIMEOUT,
             zbus::connection::Builder::system()
@@ -156,28 +188,56 @@ impl Following {
         .map_err(|_| zbus::Error::Failure("the system bus did not answer in time".into()))??;
         let (sender, messages) = tokio::sync::mpsc::unbounded_channel();
         let drain = tokio::spawn(drain(zbus::MessageStream::from(&connection), sender));
-        let following = Self {
+        let mut following = Self {
             connection,
             messages,
             drain,
             paths: BTreeMap::new(),
             file_states: HashMap::new(),
+            systemd: None,
+            dropped,
         };
         for rule in [
             manager_signal("UnitFilesChanged")?,
             manager_signal("Reloading")?,
             zbus::MatchRule::builder()
                 .msg_type(zbus::message::Type::Signal)
-                .sender("org.freedesktop.DBus")
-                .interface("org.freedesktop.DBus")
+                .sender(BUS)
+                .interface(BUS)
                 .member("NameOwnerChanged")
                 .arg(0, SYSTEMD)
                 .build()?,
         ] {
             following.add_match(&rule).await?;
         }
+        // Asked after the rule for NameOwnerChanged is in place: a change of
+        // owner from here on is seen, whichever comes first.
+        following.systemd = following.systemd_owner().await?;
         following.subscribe().await?;
         Ok(following)
+    }
+
+    /// systemd's unique name on the bus, or `None` when it is not on it.
+    async fn systemd_owner(&self) -> zbus::Result<Option<String>> {
+        let reply = self
+            .connection
+            .call_method(
+                Some(BUS),
+                "/org/freedesktop/DBus",
+                Some(BUS),
+                "GetNameOwner",
+                &(SYSTEMD,),
+            )
+            .await;
+        match reply {
+            Ok(reply) => Ok(Some(reply.body().deserialize::<String>()?)),
+            Err(zbus::Error::MethodError(name, _, _))
+                if name.as_str() == "org.freedesktop.DBus.Error.NameHasNoOwner" =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Asks the bus to deliver the signals `rule` matches.
@@ -192,9 +252,9 @@ impl Following {
     async fn bus_call(&self, method: &str, rule: &zbus::MatchRule<'_>) -> zbus::Result<()> {
         self.connection
             .call_method(
-                Some("org.freedesktop.DBus"),
+                Some(BUS),
                 "/org/freedesktop/DBus",
-                Some("org.freedesktop.DBus"),
+                Some(BUS),
                 method,
                 &(rule.to_string(),),
             )
@@ -298,7 +358,8 @@ impl Following {
             .unwrap_or_default()
     }
 
-    /// The wakes one message makes.
+    /// The wakes one message makes: none for a signal that systemd (or,
+    /// for `NameOwnerChanged`, the bus) did not send.
     async fn read(&mut self, message: &zbus::Message) -> Vec<Wake> {
         let header = message.header();
         tracing::trace!(?header, "bus message");
@@ -317,6 +378,23 @@ impl Following {
             .path()
             .map(|p| p.as_str().to_owned())
             .unwrap_or_default();
+        let sender = header.sender().map(|s| s.as_str().to_owned());
+        if !trusted(
+            sender.as_deref(),
+            (interface.as_str(), member.as_str()),
+            self.systemd.as_deref(),
+        ) {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::debug!(
+                sender = sender.as_deref().unwrap_or("(none)"),
+                interface,
+                member,
+                path,
+                dropped,
+                "a signal not sent by systemd dropped"
+            );
+            return Vec::new();
+        }
         match (interface.as_str(), member.as_str()) {
             (PROPERTIES, "PropertiesChanged") => {
                 let Some(unit) = self.paths.get(&path) else {
@@ -349,9 +427,14 @@ impl Following {
                 }
                 _ => Vec::new(),
             },
-            ("org.freedesktop.DBus", "NameOwnerChanged") => {
+            (BUS, "NameOwnerChanged") => {
                 match message.body().deserialize::<(String, String, String)>() {
-                    Ok((name, _, new_owner)) if name == SYSTEMD && !new_owner.is_empty() => {
+                    Ok((name, _, new_owner)) if name == SYSTEMD && new_owner.is_empty() => {
+                        self.systemd = None;
+                        Vec::new()
+                    }
+                    Ok((name, _, new_owner)) if name == SYSTEMD => {
+                        self.systemd = Some(new_owner);
                         // systemd keeps its subscribers across a re-execution;
                         // a new systemd process needs asking again.
                         match self.subscribe().await {
@@ -385,6 +468,17 @@ impl Following {
     }
 }
 
+/// Whether a signal from `sender` may wake the watch: `NameOwnerChanged`
+/// from the bus itself, anything else from systemd's unique name of the
+/// moment (`systemd`). A signal with no sender, or while systemd is not on
+/// the bus, counts for nothing.
+fn trusted(sender: Option<&str>, (interface, member): (&str, &str), systemd: Option<&str>) -> bool {
+    match (interface, member) {
+        (BUS, "NameOwnerChanged") => sender == Some(BUS),
+        _ => sender.is_some() && sender == systemd,
+    }
+}
+
 fn manager_signal(member: &'static str) -> zbus::Result<zbus::MatchRule<'static>> {
     zbus::MatchRule::builder()
         .msg_type(zbus::message::Type::Signal)
@@ -403,4 +497,32 @@ fn unit_rule(path: &str) -> zbus::Result<zbus::MatchRule<'static>> {
         .interface(PROPERTIES)
         .member("PropertiesChanged")
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_systemds_unique_name_wakes_and_only_the_bus_says_who_systemd_is() {
+        let systemd = Some(":1.3");
+        let unit = (PROPERTIES, "PropertiesChanged");
+        let reloading = (MANAGER, "Reloading");
+        let owner = (BUS, "NameOwnerChanged");
+        assert!(trusted(Some(":1.3"), unit, systemd));
+        assert!(trusted(Some(":1.3"), reloading, systemd));
+        // Another client, addressing the watch directly.
+        assert!(!trusted(Some(":1.42"), unit, systemd));
+        assert!(!trusted(Some(":1.42"), reloading, systemd));
+        assert!(!trusted(Some(":1.42"), owner, systemd));
+        // systemd cannot claim to be the bus, nor the bus to be systemd.
+        assert!(!trusted(Some(":1.3"), owner, systemd));
+        assert!(trusted(Some(BUS), owner, systemd));
+        assert!(!trusted(Some(BUS), unit, systemd));
+        // A well-known name is not a sender; no sender, or no systemd, is nobody.
+        assert!(!trusted(Some(SYSTEMD), unit, systemd));
+        assert!(!trusted(None, unit, systemd));
+        assert!(!trusted(None, unit, None));
+        assert!(!trusted(Some(":1.3"), unit, None));
+    }
 }

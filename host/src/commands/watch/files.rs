@@ -158,6 +158,16 @@ fn directories(followed: &[Followed]) -> BTreeMap<PathBuf, Names> {
         }
     };
     for followed in followed {
+        // Through a link the host would not follow (another user's, to what
+        // they do not own) nothing is watched: its changes would tell that
+        // user when a file of root's changed (the run says why). The entry
+        // itself stays watched when its directory is reached without such a
+        // link: replacing the link is the planter's own act, and a good one
+        // put back is seen at once.
+        let follows = |path: &Path| crate::watch::links::resolve(path).is_ok();
+        if !followed.path.parent().is_none_or(follows) {
+            continue;
+        }
         // The entry itself, seen from its parent: created, replaced, removed.
         let mut path = followed.path.as_path();
         while let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
@@ -167,7 +177,7 @@ fn directories(followed: &[Followed]) -> BTreeMap<PathBuf, Names> {
             }
             path = parent;
         }
-        if followed.tree && followed.path.is_dir() {
+        if followed.tree && follows(&followed.path) && followed.path.is_dir() {
             for dir in tree(&followed.path) {
                 want(&dir, None);
             }

@@ -36,7 +36,7 @@ use crate::contract::{ErrorKind, Operation};
 use crate::left_alone::backoff::{self, Backoff};
 use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
 use crate::provider::{unit_name, Call, Outcome};
-use crate::report::Report;
+use crate::report::{Report, WatchCounts};
 use crate::service_name::CheckedName;
 use crate::settings::ConfigFile;
 
@@ -51,8 +51,18 @@ const RUN_BOUND: Duration = Duration::from_secs(30 * 60);
 /// is tried again, when nothing else wakes the watch first.
 const RETRY: Duration = Duration::from_secs(5);
 
-/// Watches until SIGTERM or SIGINT; returns the exit code (0).
+/// Watches until SIGTERM or SIGINT; returns the exit code (0). Root only,
+/// refused before anything else (no bus, no inotify, no file read): a
+/// watch of another user could never run (the state directory and the lock
+/// are root's) and would only retry, and hold the bus's attention, forever.
 pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
+    let euid = crate::fs_safety::euid();
+    if euid != 0 {
+        anyhow::bail!(
+            "the watch applies policies as root and keeps root's state: run it as root (as \
+             policy-host-watch.service does), not as uid {euid}"
+        );
+    }
     let mut timing = Timing::resolve(watch_args).context("reading the watch's settings")?;
     let args = &watch_args.run;
     let (wakes, woken) = std::sync::mpsc::channel();
@@ -75,7 +85,10 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
         if let Some(dog) = &watchdog {
             dog.alive_for(RUN_BOUND);
         }
-        let retry = watch.run(args, &due);
+        let counts = WatchCounts {
+            signals_dropped: bus.dropped(),
+        };
+        let retry = watch.run(args, &due, counts);
         // host.toml may have changed (SIGHUP, or a change the watch saw):
         // its timing too. A wrong one keeps the last (the run said why).
         if let Ok(now) = Timing::resolve(watch_args) {
@@ -236,12 +249,12 @@ impl Watch {
 
     /// Runs what `due` says; logs a line per resource changed or failed.
     /// Returns whether the run could not happen (to be tried again).
-    fn run(&mut self, args: &RunArgs, due: &Due) -> bool {
+    fn run(&mut self, args: &RunArgs, due: &Due, counts: WatchCounts) -> bool {
         self.runs += 1;
         let cause = due.causes.join(", ");
         let now = Instant::now();
         self.backoff.forget_healthy(now);
-        match run::cycle(args, &due.selection, self.runs == 1, self.held(now)) {
+        match run::cycle(args, &due.selection, self.runs == 1, self.held(now), counts) {
             Ok(cycled) => {
                 if self.failed.take().is_some() {
                     self.lines.note("runs happen again");
