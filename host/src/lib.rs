@@ -29,6 +29,6 @@ pub mod service_name;
 pub mod settings;
 pub mod signature;
 pub mod state_file;
+pub mod subscriptions;
 pub mod text;
 pub mod versions;
-pub mod watch;

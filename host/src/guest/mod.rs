@@ -30,8 +30,8 @@ use crate::contract;
 use crate::provider::{CallRecord, UnitState};
 use crate::runtime::RunFailure;
 use crate::service_name::quote;
+use crate::subscriptions::survey::Survey;
 use crate::text::{truncate, Untrusted, TRUNCATED};
-use crate::watch::survey::Survey;
 
 mod bounds;
 mod reconcile;

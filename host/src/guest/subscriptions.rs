@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::{Done, ResourceEvent};
+use crate::subscriptions::survey::{Seen, ServiceWatch, Survey, Watched};
 use crate::text::Untrusted;
-use crate::watch::survey::{Seen, ServiceWatch, Survey, Watched};
 
 /// What the report says of a service's subscriptions (flattened into its
 /// event).
@@ -166,7 +166,7 @@ impl Room {
 mod tests {
     use super::*;
     use crate::guest::{GuestOutcome, Source};
-    use crate::watch::Change;
+    use crate::subscriptions::Change;
 
     fn event(name: &str, actions: Vec<Done>) -> ResourceEvent {
         ResourceEvent {

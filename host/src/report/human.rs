@@ -376,7 +376,7 @@ fn describe(r: &ResourceEvent, noop: bool, style: Style) -> String {
     let recorded: Vec<&str> = watch
         .watched
         .iter()
-        .filter(|w| w.seen == crate::watch::survey::Seen::Recorded)
+        .filter(|w| w.seen == crate::subscriptions::survey::Seen::Recorded)
         .map(|w| w.reference.as_str())
         .collect();
     let all_recorded = watch.counts.as_ref().map_or(0, |c| c.recorded);
@@ -527,7 +527,7 @@ fn joined_words(actions: &[Done]) -> String {
 mod tests {
     use super::*;
     use crate::guest::{Counts, Source, Trigger, WatchReport};
-    use crate::watch::survey::{Seen, Watched};
+    use crate::subscriptions::survey::{Seen, Watched};
 
     fn event(actions: Vec<Done>, watch: WatchReport) -> ResourceEvent {
         ResourceEvent {

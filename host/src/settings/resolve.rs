@@ -10,7 +10,7 @@ use crate::facts::Labels;
 use crate::limits::Limits;
 use crate::provider::{StatusVia, UnitAllowlist};
 use crate::signature::Trust;
-use crate::watch::WatchPaths;
+use crate::subscriptions::WatchPaths;
 
 /// Whom to trust, as `run`, `verify` and `inspect` all resolve it: the keys
 /// given one by one, else the trusted-keys directory (flag, file, default).

@@ -402,11 +402,11 @@ impl Value for Hosts {
 pub struct Prefixes;
 
 impl Value for Prefixes {
-    type Out = crate::watch::WatchPaths;
+    type Out = crate::subscriptions::WatchPaths;
     const KIND: Kind = Kind::Prefixes;
     const ACTION: ArgAction = ArgAction::Append;
     const HINT: ValueHint = ValueHint::DirPath;
-    fn parse(given: Given<'_>) -> anyhow::Result<crate::watch::WatchPaths> {
+    fn parse(given: Given<'_>) -> anyhow::Result<crate::subscriptions::WatchPaths> {
         let mut all = given.file_then_flags("directories")?;
         if all.is_empty() {
             all = given
@@ -418,11 +418,11 @@ impl Value for Prefixes {
                 .collect();
         }
         for (text, source) in &all {
-            crate::watch::WatchPaths::new(std::slice::from_ref(text))
+            crate::subscriptions::WatchPaths::new(std::slice::from_ref(text))
                 .map_err(|why| anyhow::anyhow!("{source}: {why}"))?;
         }
         let dirs: Vec<String> = all.into_iter().map(|(text, _)| text).collect();
-        crate::watch::WatchPaths::new(&dirs).map_err(|why| anyhow::anyhow!(why))
+        crate::subscriptions::WatchPaths::new(&dirs).map_err(|why| anyhow::anyhow!(why))
     }
 }
 

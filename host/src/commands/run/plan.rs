@@ -23,8 +23,8 @@ use crate::settings::{
     resolve_trust, ConfigFile, RegistrySettings, RunSettings, DEFAULT_CONFIG_FILE,
 };
 use crate::signature::{signature_path_for, Trust};
+use crate::subscriptions::paths::WatchPaths;
 use crate::versions::Versions;
-use crate::watch::paths::WatchPaths;
 
 use super::outputs::Outputs;
 use super::{PlannedPolicy, Selection};

@@ -20,10 +20,10 @@ use crate::provider::{Provider, SystemdConfig};
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
 use crate::runtime::PolicyRuntime;
 use crate::service_name::CheckedName;
+use crate::subscriptions::record::{self, Records};
+use crate::subscriptions::survey::{Sources, Survey};
+use crate::subscriptions::{dpkg, Budget, Caps};
 use crate::text::millis;
-use crate::watch::record::{self, Records};
-use crate::watch::survey::{Sources, Survey};
-use crate::watch::{dpkg, Budget, Caps};
 
 use super::admit::{AdmittedRun, ReadyPolicy};
 use super::plan::Plan;

@@ -164,7 +164,7 @@ fn directories(followed: &[Followed]) -> BTreeMap<PathBuf, Names> {
         // itself stays watched when its directory is reached without such a
         // link: replacing the link is the planter's own act, and a good one
         // put back is seen at once.
-        let follows = |path: &Path| crate::watch::links::resolve(path).is_ok();
+        let follows = |path: &Path| crate::subscriptions::links::resolve(path).is_ok();
         if !followed.path.parent().is_none_or(follows) {
             continue;
         }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::commands::run::{Concern, Inputs, PlannedPolicy};
-use crate::watch::dpkg;
+use crate::subscriptions::dpkg;
 
 use super::wake::Wake;
 
@@ -194,7 +194,7 @@ impl Targets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::paths::WatchPaths;
+    use crate::subscriptions::paths::WatchPaths;
 
     fn inputs() -> Inputs {
         Inputs {

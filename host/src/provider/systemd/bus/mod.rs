@@ -6,21 +6,21 @@
 //!
 //! `dbus` holds the connection and the one-round-trip status; `jobs` follows
 //! the jobs queued here through `JobRemoved`; `unit_files` enables and
-//! disables; `dropins` finds drop-ins systemd has not loaded; `unit_watch`
+//! disables; `dropins` finds drop-ins systemd has not loaded; `unit_signals`
 //! waits on units' `PropertiesChanged` for settle windows.
 
 pub(crate) mod dbus;
 pub(crate) mod dropins;
 pub(crate) mod jobs;
 pub(crate) mod unit_files;
-pub(crate) mod unit_watch;
+pub(crate) mod unit_signals;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use self::dbus::{DbusError, LoadedFiles, SystemdBus, UnitAnswers};
 use self::jobs::{JobEnd, JobWatch};
-use self::unit_watch::UnitWatch;
+use self::unit_signals::UnitSignals;
 use crate::contract::ProviderError;
 use crate::provider::backend::{locked, Budget, Change, JobId, JobResult};
 use crate::provider::job_result;
@@ -89,7 +89,7 @@ pub(crate) struct Bus {
     /// found a unit with a job to wait for).
     jobs: Option<JobWatch>,
     /// Units' `PropertiesChanged`, while a settle window watches them.
-    unit_watch: Option<UnitWatch>,
+    unit_signals: Option<UnitSignals>,
     /// Why systemd is asked with systemctl, when it is.
     note: Option<String>,
 }
@@ -101,7 +101,7 @@ impl Bus {
             dbus: None,
             connect_pending: true,
             jobs: None,
-            unit_watch: None,
+            unit_signals: None,
             note: None,
         }
     }
@@ -177,7 +177,7 @@ impl Bus {
         tracing::warn!("{why}; systemd is asked with systemctl for the rest of this run");
         self.dbus = None;
         self.jobs = None;
-        self.unit_watch = None;
+        self.unit_signals = None;
         self.note = Some(format!("D-Bus failed during the run: {why}"));
     }
 
@@ -362,20 +362,20 @@ impl Bus {
         until: Instant,
         timeout: Duration,
     ) -> Option<bool> {
-        if self.dbus.is_some() && self.unit_watch.is_none() {
+        if self.dbus.is_some() && self.unit_signals.is_none() {
             let budget = Budget {
                 timeout,
                 deadline: None,
             };
             let opened = self.ask(&budget, "watching units", |dbus, jobs, timeout| {
                 subscribed(jobs, dbus, timeout)?;
-                UnitWatch::open(dbus, timeout)
+                UnitSignals::open(dbus, timeout)
             });
             if let Ok(BusAnswer::Answered(watch)) = opened {
-                self.unit_watch = Some(watch);
+                self.unit_signals = Some(watch);
             }
         }
-        let (Some(dbus), Some(watch)) = (&self.dbus, &mut self.unit_watch) else {
+        let (Some(dbus), Some(watch)) = (&self.dbus, &mut self.unit_signals) else {
             return None;
         };
         match watch.wait(dbus, paths, until) {
@@ -390,7 +390,7 @@ impl Bus {
 
     /// Stops watching units' properties.
     pub(crate) fn unwatch(&mut self) {
-        self.unit_watch = None;
+        self.unit_signals = None;
     }
 }
 

@@ -22,11 +22,11 @@ use super::dbus::{classify, transport, DbusError, SystemdBus, SYSTEMD};
 const QUEUED_SIGNALS: usize = 1 << 16;
 
 /// The `PropertiesChanged` signals of systemd's units.
-pub(crate) struct UnitWatch {
+pub(crate) struct UnitSignals {
     signals: zbus::MessageStream,
 }
 
-impl UnitWatch {
+impl UnitSignals {
     /// Adds the match (systemd must already send signals to this client).
     pub(crate) fn open(bus: &SystemdBus, timeout: std::time::Duration) -> Result<Self, DbusError> {
         let rule = zbus::MatchRule::builder()
