@@ -24,6 +24,7 @@ pub mod oci;
 pub mod program;
 pub mod provider;
 pub mod report;
+pub mod resource;
 pub mod runtime;
 pub mod service_name;
 pub mod settings;

@@ -2,6 +2,7 @@
 //! from the report file host.toml names (`report_file`), and the timer's
 //! next run as systemd says it.
 
+use crate::resource::ResourceRef;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -120,7 +121,8 @@ impl LastRun {
             }
             for resource in run["resources"].as_array().into_iter().flatten() {
                 let name = resource["resource"].as_str().unwrap_or_default();
-                if let Some(unit) = name.strip_prefix("service#") {
+                let service = ResourceRef::parse_service(name).ok();
+                if let Some(unit) = service.as_ref().map(ResourceRef::name) {
                     if !units.iter().any(|u| u == unit) {
                         units.push(unit.to_owned());
                     }

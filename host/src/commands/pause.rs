@@ -60,7 +60,8 @@ fn systemd_names(given: &[String]) -> anyhow::Result<Vec<String>> {
         .map(|name| {
             let checked = CheckedName::check(name)
                 .map_err(|why| anyhow::anyhow!("cannot pause or resume {name:?}: {why}"))?;
-            crate::provider::unit_name::mangle(checked.as_str())
+            crate::resource::UnitName::of_checked(&checked)
+                .map(crate::resource::UnitName::into_string)
                 .with_context(|| format!("{name:?} is not a unit name systemd takes"))
         })
         .collect()

@@ -4,7 +4,8 @@
 
 use super::{Final, LeftOutEntry, Requested, ResourceEvent, Source, WatchReport};
 use crate::contract;
-use crate::service_name::{quote, CheckedName};
+use crate::resource::ResourceRef;
+use crate::service_name::quote;
 use crate::text::{truncate, Untrusted, TRUNCATED};
 
 /// The longest single string (a message, a resource name) kept from a guest.
@@ -24,13 +25,12 @@ fn bounded(text: String, max: usize) -> Untrusted {
 impl ResourceEvent {
     /// Converts a guest event, checking its resource name and bounding its text.
     pub(super) fn from_guest(e: contract::Event) -> Result<Self, String> {
-        let name = e.resource.strip_prefix("service#").unwrap_or("");
-        if CheckedName::check(name).is_err() {
+        let Ok(resource) = ResourceRef::parse_service(&e.resource) else {
             return Err(format!(
                 "malformed report: resource {} is not service#NAME with a valid service name",
                 quote(&truncate(e.resource, 256, "..."))
             ));
-        }
+        };
         let mut errors: Vec<Untrusted> = e
             .errors
             .into_iter()
@@ -42,7 +42,7 @@ impl ResourceEvent {
             errors.push(Untrusted::new(format!("more errors{TRUNCATED}")));
         }
         Ok(Self {
-            resource: e.resource,
+            resource,
             changed: e.changed,
             refreshed: e.refreshed,
             noop: e.noop,
@@ -73,7 +73,7 @@ impl ResourceEvent {
 
     /// The bytes of text this event holds, for the report size limit.
     fn text_size(&self) -> usize {
-        self.resource.len()
+        self.resource.to_string().len()
             + self.noop_message.as_ref().map_or(0, Untrusted::len)
             + self.errors.iter().map(Untrusted::len).sum::<usize>()
     }
@@ -94,15 +94,14 @@ impl LeftOutEntry {
     /// Converts a guest's `left-out`, checking its resource name like an
     /// event's and bounding its reason.
     fn from_guest(l: contract::LeftOut) -> Result<Self, String> {
-        let name = l.resource.strip_prefix("service#").unwrap_or("");
-        if CheckedName::check(name).is_err() {
+        let Ok(resource) = ResourceRef::parse_service(&l.resource) else {
             return Err(format!(
                 "malformed report: left-out resource {} is not service#NAME with a valid service name",
                 quote(&truncate(l.resource, 256, "..."))
             ));
-        }
+        };
         Ok(Self {
-            resource: l.resource,
+            resource,
             why: bounded(l.why, MAX_LEFT_OUT_WHY),
             unit_applied: false,
         })
@@ -158,7 +157,7 @@ pub(super) fn bounded_report(report: contract::Report, max_bytes: usize) -> Boun
                 break;
             }
         };
-        used += entry.resource.len() + entry.why.len();
+        used += entry.resource.to_string().len() + entry.why.len();
         if used > max_bytes {
             errors.push(Untrusted::new(format!(
                 "report truncated: kept {} of {total} resources left out, the report limit is {max_bytes} bytes",

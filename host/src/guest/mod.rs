@@ -28,6 +28,7 @@ use serde::{Serialize, Serializer};
 
 use crate::contract;
 use crate::provider::{CallRecord, UnitState};
+use crate::resource::ResourceRef;
 use crate::runtime::RunFailure;
 use crate::service_name::quote;
 use crate::subscriptions::survey::Survey;
@@ -82,7 +83,8 @@ pub enum Source {
 /// One resource's outcome, as the host believes it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ResourceEvent {
-    pub resource: String,
+    /// Always a `service#NAME`, checked where the guest gave it.
+    pub resource: ResourceRef,
     pub changed: bool,
     pub refreshed: bool,
     pub noop: bool,
@@ -121,7 +123,8 @@ pub struct ResourceEvent {
 /// one, in the policy's words (`when role = web (this machine: db)`).
 #[derive(Debug, Clone, Serialize)]
 pub struct LeftOutEntry {
-    pub resource: String,
+    /// A `service#NAME`, checked where the guest gave it.
+    pub resource: ResourceRef,
     pub why: Untrusted,
     /// Set when another of the policy's entries applied this entry's unit
     /// on this machine (one unit declared once per kind of machine): the
@@ -203,14 +206,14 @@ impl GuestOutcome {
             let events = || {
                 resources
                     .iter()
-                    .filter(|r| same_unit(&r.resource, &entry.resource))
+                    .filter(|r| r.resource.same_unit(&entry.resource))
             };
             entry.unit_applied = events().any(|r| r.requested.is_some());
             let unreported = !entry.unit_applied && events().next().is_some();
             if unreported {
                 errors.push(Untrusted::new(format!(
                     "malformed report: {} is said left out, and it was applied",
-                    quote(&entry.resource)
+                    quote(&entry.resource.to_string())
                 )));
             }
             !unreported
@@ -240,10 +243,10 @@ impl GuestOutcome {
             return;
         }
         for event in &mut self.resources {
-            let Some(unit) = resource_unit(&event.resource) else {
+            let Some(unit) = event.resource.unit() else {
                 continue;
             };
-            let Some(reason) = set.reason(&unit) else {
+            let Some(reason) = set.reason(unit.as_str()) else {
                 continue;
             };
             let said = event.left_alone.get_or_insert_with(|| LeftAloneEvent {
@@ -255,19 +258,6 @@ impl GuestOutcome {
             said.why.clone_from(&reason.why);
         }
     }
-}
-
-/// The unit a `service#NAME` resource names, as systemd reads it
-/// (`web` → `web.service`).
-fn resource_unit(resource: &str) -> Option<String> {
-    resource
-        .strip_prefix("service#")
-        .and_then(crate::provider::unit_name::mangle)
-}
-
-/// Whether two `service#NAME` resources are one unit (`web`, `web.service`).
-fn same_unit(a: &str, b: &str) -> bool {
-    a == b || resource_unit(a).is_some_and(|u| Some(u) == resource_unit(b))
 }
 
 /// A state as its word (`running`).

@@ -4,6 +4,7 @@
 //! every disagreement named as a failure of the resource; and an event of
 //! its own for every unit the host changed that the report left out.
 
+use crate::resource::ResourceRef;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Final, ResourceEvent, Source, WatchReport};
@@ -136,11 +137,7 @@ pub(super) fn reconcile(
 /// A claimed event, its outcome replaced by the host's record of it (which
 /// is taken out of `host`), failed with every disagreement named.
 fn confirmed(mut event: ResourceEvent, host: &mut HostRecord) -> ResourceEvent {
-    let name = event
-        .resource
-        .strip_prefix("service#")
-        .unwrap_or_default()
-        .to_owned();
+    let name = event.resource.name().to_owned();
     let executed = done(host.executed.remove(&name).unwrap_or_default());
     let failed_calls = host.failed.remove(&name).unwrap_or_default();
     let mut problems = Vec::new();
@@ -228,6 +225,11 @@ fn unreported(mut host: HostRecord, report_incomplete: bool) -> Vec<ResourceEven
         let Some(executed) = host.executed.remove(&name) else {
             continue;
         };
+        // A change that executed passed the guard's name check: its name
+        // always parses.
+        let Ok(resource) = ResourceRef::parse_service(&format!("service#{name}")) else {
+            continue;
+        };
         let actions = done(executed);
         let why = if report_incomplete {
             " (its report was cut short or never came)"
@@ -235,7 +237,7 @@ fn unreported(mut host: HostRecord, report_incomplete: bool) -> Vec<ResourceEven
             ""
         };
         events.push(ResourceEvent {
-            resource: format!("service#{name}"),
+            resource,
             changed: true,
             refreshed: actions.contains(&Done::Restarted),
             noop: false,

@@ -92,7 +92,7 @@ pub(super) fn annotate(events: &mut [ResourceEvent], survey: &Survey, room: usiz
     let mut room = Room(room);
     let watches: Vec<Option<&ServiceWatch>> = events
         .iter()
-        .map(|e| by_resource.get(e.resource.as_str()).copied())
+        .map(|e| by_resource.get(e.resource.to_string().as_str()).copied())
         .collect();
     for (event, watch) in events.iter_mut().zip(&watches) {
         if let Some(watch) = watch {
@@ -170,7 +170,7 @@ mod tests {
 
     fn event(name: &str, actions: Vec<Done>) -> ResourceEvent {
         ResourceEvent {
-            resource: format!("service#{name}"),
+            resource: format!("service#{name}").as_str().into(),
             changed: !actions.is_empty(),
             refreshed: false,
             noop: false,

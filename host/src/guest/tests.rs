@@ -281,17 +281,21 @@ fn an_entry_left_out_whose_unit_another_entry_applied_is_no_contradiction() {
         assert!(out.errors.is_empty(), "noop {noop}: {:?}", out.errors);
         assert_eq!(out.resources.len(), 1, "noop {noop}");
         assert!(!out.resources[0].failed, "{:?}", out.resources[0].errors);
-        let left: Vec<(&str, &str, bool)> = out
+        let left: Vec<(String, &str, bool)> = out
             .left_out
             .iter()
-            .map(|l| (l.resource.as_str(), l.why.as_raw(), l.unit_applied))
+            .map(|l| (l.resource.to_string(), l.why.as_raw(), l.unit_applied))
             .collect();
         assert_eq!(
             left,
             [
-                ("service#app", why, true),
-                ("service#app.service", "when role = test", true),
-                ("service#db", "when role = db (this machine: web)", false),
+                ("service#app".to_owned(), why, true),
+                ("service#app.service".to_owned(), "when role = test", true),
+                (
+                    "service#db".to_owned(),
+                    "when role = db (this machine: web)",
+                    false
+                ),
             ],
             "noop {noop}"
         );

@@ -205,7 +205,7 @@ fn render_resources(out: &mut String, run: &RunReport, quiet: bool, style: Style
     let width = run
         .resources
         .iter()
-        .map(|r| one_line(&r.resource).len())
+        .map(|r| one_line(&r.resource.to_string()).len())
         .max()
         .unwrap_or(0);
     let unavailable = unavailable(run);
@@ -224,7 +224,7 @@ fn render_resources(out: &mut String, run: &RunReport, quiet: bool, style: Style
             }
             _ => describe(r, run.noop, style),
         };
-        let _ = writeln!(out, "{:<width$}  {line}", one_line(&r.resource));
+        let _ = writeln!(out, "{:<width$}  {line}", one_line(&r.resource.to_string()));
         // What the unit itself last said (escaped: it is the unit's text).
         for line in &r.journal {
             let _ = writeln!(
@@ -248,7 +248,7 @@ fn render_left_out(out: &mut String, run: &RunReport, width: usize, style: Style
     let width = run
         .left_out
         .iter()
-        .map(|l| one_line(&l.resource).len())
+        .map(|l| one_line(&l.resource.to_string()).len())
         .max()
         .unwrap_or(0)
         .max(width);
@@ -261,7 +261,7 @@ fn render_left_out(out: &mut String, run: &RunReport, width: usize, style: Style
         let _ = writeln!(
             out,
             "{:<width$}  {}",
-            one_line(&entry.resource),
+            one_line(&entry.resource.to_string()),
             style.dim(&format!("{what}: {}", entry.why))
         );
     }

@@ -376,7 +376,7 @@ mod tests {
     fn restarts_are_counted_by_what_triggered_them() {
         use crate::guest::{ResourceEvent, Source, Trigger, WatchReport};
         let event = |name: &str, actions: Vec<Done>, triggers: &[&str]| ResourceEvent {
-            resource: format!("service#{name}"),
+            resource: format!("service#{name}").as_str().into(),
             changed: !actions.is_empty(),
             refreshed: actions.contains(&Done::Restarted),
             noop: false,

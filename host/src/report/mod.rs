@@ -359,7 +359,7 @@ impl Report {
             .iter()
             .flat_map(|r| &r.resources)
             .filter(|r| r.changed)
-            .map(|r| r.resource.clone())
+            .map(|r| r.resource.to_string())
             .collect();
         let mut not_reached: Vec<String> = self
             .runs()
@@ -370,7 +370,7 @@ impl Report {
                     .iter()
                     .any(|e| e.as_raw().contains("interrupted by"))
             })
-            .map(|r| r.resource.clone())
+            .map(|r| r.resource.to_string())
             .collect();
         not_reached.extend(not_started);
         let interruption = Interruption {

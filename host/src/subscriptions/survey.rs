@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::record::{Key, Records};
 use super::reference::{Look, Reader};
 use super::{Budget, Change, Fingerprint, WatchPaths};
-use crate::service_name::CheckedName;
+use crate::resource::ResourceRef;
 use crate::text::{truncate, Untrusted};
 
 /// The most references one policy may subscribe to, in all.
@@ -151,14 +151,12 @@ impl Survey {
         sources: &Sources<'_>,
         budget: &mut Budget,
     ) -> Result<Self, Untrusted> {
-        check_declaration(&subscriptions)?;
+        let subscriptions = check_declaration(subscriptions)?;
         let mut reader = Reader::new(sources.watch_paths, sources.dpkg_status);
         let mut services = Vec::new();
-        for (resource, references) in subscriptions {
-            let service = resource
-                .strip_prefix("service#")
-                .expect("checked by check_declaration")
-                .to_owned();
+        for (parsed, references) in subscriptions {
+            let resource = parsed.to_string();
+            let service = parsed.name().to_owned();
             let mut watched = Vec::new();
             let mut not_watched = Vec::new();
             for reference in references {
@@ -233,33 +231,34 @@ impl Survey {
 /// Refuses a declaration the host will not look at: more than
 /// [`MAX_REFERENCES`] references in all, one longer than
 /// [`MAX_REFERENCE_LEN`], or a resource that is not `service#NAME`.
-fn check_declaration(subscriptions: &[(String, Vec<String>)]) -> Result<(), Untrusted> {
+fn check_declaration(
+    subscriptions: Vec<(String, Vec<String>)>,
+) -> Result<Vec<(ResourceRef, Vec<String>)>, Untrusted> {
     let total: usize = subscriptions.iter().map(|(_, r)| r.len()).sum();
     if total > MAX_REFERENCES {
         return Err(Untrusted::new(format!(
             "the policy subscribes to {total} references; at most {MAX_REFERENCES} are watched"
         )));
     }
+    let mut checked = Vec::with_capacity(subscriptions.len());
     for (resource, references) in subscriptions {
-        let valid = resource
-            .strip_prefix("service#")
-            .is_some_and(|name| CheckedName::check(name).is_ok());
-        if !valid {
+        let Ok(parsed) = ResourceRef::parse_service(&resource) else {
             // A guest's text, of any length: quoted, and cut.
             let shown: String = resource.chars().take(257).collect();
             return Err(Untrusted::new(format!(
                 "the policy declared subscriptions of {:?}, which is not service#NAME with a valid service name",
                 truncate(shown, 256, "...")
             )));
-        }
+        };
         if let Some(long) = references.iter().find(|r| r.len() > MAX_REFERENCE_LEN) {
             return Err(Untrusted::new(format!(
                 "the policy declared a reference of {} bytes; at most {MAX_REFERENCE_LEN}",
                 long.len()
             )));
         }
+        checked.push((parsed, references));
     }
-    Ok(())
+    Ok(checked)
 }
 
 #[cfg(test)]

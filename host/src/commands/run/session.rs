@@ -18,6 +18,7 @@ use crate::left_alone::LeftAlone;
 use crate::lock::RunLock;
 use crate::provider::{Provider, SystemdConfig};
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
+use crate::resource::UnitName;
 use crate::runtime::PolicyRuntime;
 use crate::service_name::CheckedName;
 use crate::subscriptions::record::{self, Records};
@@ -189,7 +190,7 @@ impl<'a> Session<'a> {
                     .resources
                     .iter()
                     .filter(|r| r.changed)
-                    .map(|r| r.resource.clone()),
+                    .map(|r| r.resource.to_string()),
             );
             concerns.push(Concern {
                 key,
@@ -232,7 +233,8 @@ fn units_of(report: &RunReport) -> BTreeSet<String> {
         .filter(|call| call.outcome != crate::provider::Outcome::Failed(ErrorKind::InvalidName))
         .filter_map(|call| call.service.as_ref())
         .filter_map(|name| CheckedName::check(name.as_raw()).ok())
-        .filter_map(|unit| crate::provider::unit_name::mangle(unit.as_str()))
+        .filter_map(|unit| UnitName::of_checked(&unit))
+        .map(UnitName::into_string)
         .collect()
 }
 
@@ -382,7 +384,7 @@ fn run_one(
         // taken its subscriptions' changes yet: the next run fires them.
         survey.record(&report.policy, &mut watching.records, |resource| {
             resources.iter().any(|r| {
-                r.resource == resource
+                r.resource == *resource
                     && !r.failed
                     && r.left_alone.as_ref().is_none_or(|a| a.would.is_empty())
             })

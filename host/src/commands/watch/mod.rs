@@ -35,7 +35,8 @@ use crate::commands::run::{self, Cycled, Selection};
 use crate::contract::{ErrorKind, Operation};
 use crate::left_alone::backoff::{self, Backoff};
 use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
-use crate::provider::{unit_name, Call, Outcome};
+use crate::provider::{Call, Outcome};
+use crate::resource::UnitName;
 use crate::report::{Report, WatchCounts};
 use crate::service_name::CheckedName;
 use crate::settings::ConfigFile;
@@ -324,7 +325,8 @@ impl Watch {
                 }
                 let Some(unit) = CheckedName::check(service.as_raw())
                     .ok()
-                    .and_then(|name| unit_name::mangle(name.as_str()))
+                    .and_then(|name| UnitName::of_checked(&name))
+                    .map(UnitName::into_string)
                 else {
                     continue;
                 };
@@ -472,15 +474,12 @@ fn log_changes(lines: &Lines, report: &Report, cause: &str) -> Option<String> {
                 let actions: Vec<&str> = resource.actions.iter().map(|a| a.as_str()).collect();
                 (actions.join(", "), actions.join(", "))
             };
-            let unit = resource
-                .resource
-                .strip_prefix("service#")
-                .and_then(crate::provider::unit_name::mangle);
+            let unit = resource.resource.unit();
             let summary = format!("{}: {}: {what}", run.policy, resource.resource);
             let text = format!("{summary}; cause: {cause}");
             lines.say(&Line {
                 policy: &run.policy,
-                unit: unit.as_deref(),
+                unit: unit.as_ref().map(UnitName::as_str),
                 action: &action,
                 cause,
                 text: &text,

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::commands::run::{Concern, Inputs, PlannedPolicy};
+use crate::resource::{Kind, ResourceRef};
 use crate::subscriptions::dpkg;
 
 use super::wake::Wake;
@@ -103,13 +104,20 @@ impl Targets {
         };
         for concern in concerns {
             for reference in &concern.references {
-                if let Some(path) = reference.strip_prefix("file#") {
-                    let path = Path::new(path);
-                    if path.is_absolute() && inputs.watch_paths.allows(path) {
-                        follow(path.to_path_buf(), path.is_dir(), Some(&concern.key));
+                let Ok(reference) = ResourceRef::parse(reference) else {
+                    continue;
+                };
+                match reference.kind() {
+                    Kind::File => {
+                        let path = Path::new(reference.name());
+                        if path.is_absolute() && inputs.watch_paths.allows(path) {
+                            follow(path.to_path_buf(), path.is_dir(), Some(&concern.key));
+                        }
                     }
-                } else if reference.starts_with("package#") {
-                    follow(PathBuf::from(dpkg::STATUS_FILE), false, Some(&concern.key));
+                    Kind::Package => {
+                        follow(PathBuf::from(dpkg::STATUS_FILE), false, Some(&concern.key))
+                    }
+                    Kind::Service => {}
                 }
             }
         }
