@@ -16,6 +16,7 @@ pub mod facts;
 pub mod fs_safety;
 pub mod guest;
 pub mod interrupt;
+pub mod io_runtime;
 pub mod left_alone;
 pub mod limits;
 pub mod lock;

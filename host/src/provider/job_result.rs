@@ -4,16 +4,17 @@
 //! fails with the reason `systemctl start` would have given.
 
 use super::backend::{Change, JobResult};
+use super::systemd::words::dbus::member;
 use crate::contract::ProviderError;
 
 /// The D-Bus method that queues `change`'s job.
 pub(crate) fn method(change: Change) -> &'static str {
     match change {
-        Change::Start => "StartUnit",
-        Change::Stop => "StopUnit",
-        Change::Restart => "RestartUnit",
-        Change::Enable => "EnableUnitFiles",
-        Change::Disable => "DisableUnitFiles",
+        Change::Start => member::START_UNIT,
+        Change::Stop => member::STOP_UNIT,
+        Change::Restart => member::RESTART_UNIT,
+        Change::Enable => member::ENABLE_UNIT_FILES,
+        Change::Disable => member::DISABLE_UNIT_FILES,
     }
 }
 

@@ -13,6 +13,8 @@
 
 use std::time::Duration;
 
+use super::systemd::words::{property, ActiveState, ServiceResult, SubState};
+
 /// The properties of a unit that say whether it stayed up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Liveness {
@@ -93,12 +95,12 @@ fn signal_name(signal: i32) -> String {
 impl Liveness {
     /// Running as far as a start is concerned: `active` (or reloading).
     pub fn is_up(&self) -> bool {
-        matches!(self.active.as_str(), "active" | "reloading" | "refreshing")
+        ActiveState::parse(&self.active).is_some_and(ActiveState::counts_as_running)
     }
 
     /// systemd is restarting the unit by itself: between two runs.
     pub fn is_auto_restarting(&self) -> bool {
-        self.sub == "auto-restart"
+        SubState::parse(&self.sub) == Some(SubState::AutoRestart)
     }
 
     /// How the unit's last run ended, in systemd's words: "Result:
@@ -106,7 +108,11 @@ impl Liveness {
     /// says nothing of it.
     pub fn last_exit(&self) -> String {
         let mut parts = Vec::new();
-        if let Some(result) = self.result.as_deref().filter(|r| *r != "success") {
+        if let Some(result) = self
+            .result
+            .as_deref()
+            .filter(|r| ServiceResult::parse(r) != Some(ServiceResult::Success))
+        {
             parts.push(format!("Result: {result}"));
         }
         if let Some(exit) = self.main_exit.and_then(MainExit::describe) {
@@ -181,7 +187,7 @@ impl Liveness {
 }
 
 /// Reads `systemctl show` output (`KEY=VALUE` lines) of the properties
-/// [`SHOW_PROPERTIES`] names.
+/// [`show_properties`] names.
 pub(crate) fn from_show(stdout: &str) -> Liveness {
     let mut liveness = Liveness::default();
     let mut code = None;
@@ -192,15 +198,17 @@ pub(crate) fn from_show(stdout: &str) -> Liveness {
         };
         let value = value.trim();
         match key {
-            "ActiveState" => liveness.active = value.to_owned(),
-            "SubState" => liveness.sub = value.to_owned(),
-            "InvocationID" if !value.is_empty() => liveness.invocation = Some(value.to_owned()),
-            "NRestarts" => liveness.restarts = value.parse().ok(),
-            "Result" if !value.is_empty() => liveness.result = Some(value.to_owned()),
-            "ExecMainCode" => code = value.parse().ok(),
-            "ExecMainStatus" => status = value.parse().ok(),
+            property::ACTIVE_STATE => liveness.active = value.to_owned(),
+            property::SUB_STATE => liveness.sub = value.to_owned(),
+            property::INVOCATION_ID if !value.is_empty() => {
+                liveness.invocation = Some(value.to_owned())
+            }
+            property::N_RESTARTS => liveness.restarts = value.parse().ok(),
+            property::RESULT if !value.is_empty() => liveness.result = Some(value.to_owned()),
+            property::EXEC_MAIN_CODE => code = value.parse().ok(),
+            property::EXEC_MAIN_STATUS => status = value.parse().ok(),
             // `Job=` is printed only while a job is pending (its number).
-            "Job" => liveness.job_pending = !value.is_empty() && value != "0",
+            property::JOB => liveness.job_pending = !value.is_empty() && value != "0",
             _ => {}
         }
     }
@@ -210,9 +218,20 @@ pub(crate) fn from_show(stdout: &str) -> Liveness {
     liveness
 }
 
-/// The properties `systemctl show` is asked for.
-pub(crate) const SHOW_PROPERTIES: &str =
-    "ActiveState,SubState,InvocationID,NRestarts,Result,ExecMainCode,ExecMainStatus,Job";
+/// The properties `systemctl show` is asked for, comma-separated.
+pub(crate) fn show_properties() -> String {
+    [
+        property::ACTIVE_STATE,
+        property::SUB_STATE,
+        property::INVOCATION_ID,
+        property::N_RESTARTS,
+        property::RESULT,
+        property::EXEC_MAIN_CODE,
+        property::EXEC_MAIN_STATUS,
+        property::JOB,
+    ]
+    .join(",")
+}
 
 #[cfg(test)]
 mod tests {

@@ -24,6 +24,7 @@ use serde::{Serialize, Serializer};
 
 use crate::contract::{ErrorKind, Operation, Progress, ProviderError, ServiceStatus};
 pub use allow::UnitAllowlist;
+pub(crate) use systemd::bus::follow::{BusEvent, UnitFollower};
 pub use systemd::{StatusVia, SystemdConfig};
 
 pub use self::guard::ReloadBeforeChange;

@@ -62,7 +62,7 @@ pub(crate) fn mangle(name: &str) -> Option<String> {
 
 /// The object path of `unit` in systemd's bus API.
 pub(crate) fn object_path(unit: &str) -> String {
-    let mut path = String::from("/org/freedesktop/systemd1/unit/");
+    let mut path = format!("{}/", crate::provider::systemd::words::dbus::UNIT_PATHS);
     if unit.is_empty() {
         path.push('_');
     }

@@ -9,17 +9,68 @@
 
 pub mod facts;
 
-/// `is-active`'s words and whether each counts as running. `reloading` and
-/// `refreshing` are running; `deactivating` is on its way to stopped.
-pub const IS_ACTIVE_WORDS: [(&str, bool); 7] = [
-    ("active", true),
-    ("reloading", true),
-    ("refreshing", true),
-    ("inactive", false),
-    ("failed", false),
-    ("activating", false),
-    ("deactivating", false),
-];
+/// Declares [`ActiveState`] and [`IS_ACTIVE_WORDS`] from one list, so that
+/// a word and what it counts as are written once (systemd's own
+/// `unit_active_state` string table, `src/basic/unit-def.c`).
+macro_rules! unit_active_states {
+    ($($(#[$doc:meta])* $variant:ident = $word:literal, $running:literal;)*) => {
+        /// A unit's `ActiveState` (what `systemctl is-active` prints), one
+        /// case per word.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ActiveState {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl ActiveState {
+            /// Every state, in the table's order.
+            pub const ALL: [ActiveState; [$($word),*].len()] = [$(ActiveState::$variant),*];
+
+            /// The state `word` names; `None` for a word the table does not know.
+            pub fn parse(word: &str) -> Option<Self> {
+                match word {
+                    $($word => Some(ActiveState::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The word, as systemd says it.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(ActiveState::$variant => $word,)*
+                }
+            }
+
+            /// Whether it counts as running: exactly the words for which
+            /// `systemctl is-active` exits 0.
+            pub const fn counts_as_running(self) -> bool {
+                match self {
+                    $(ActiveState::$variant => $running,)*
+                }
+            }
+        }
+
+        /// `is-active`'s words and whether each counts as running.
+        pub const IS_ACTIVE_WORDS: [(&str, bool); [$($word),*].len()] = [$(($word, $running)),*];
+    };
+}
+
+unit_active_states! {
+    /// Started, and up.
+    Active = "active", true;
+    /// Up, and reloading its configuration: running.
+    Reloading = "reloading", true;
+    /// Up, and refreshing its extensions: running.
+    Refreshing = "refreshing", true;
+    /// Not started.
+    Inactive = "inactive", false;
+    /// Went down in failure.
+    Failed = "failed", false;
+    /// On its way up (or, for a service, between two runs systemd makes by
+    /// itself: `auto-restart`).
+    Activating = "activating", false;
+    /// On its way to stopped.
+    Deactivating = "deactivating", false;
+}
 
 /// Declares [`UnitFileState`] and [`IS_ENABLED_WORDS`] from one list, so
 /// that a word and its meaning are written once.
@@ -410,6 +461,13 @@ mod tests {
             assert_eq!(is_enabled_word(word), Some((word, counts)));
         }
         assert_eq!(is_active_word("Active"), None);
+        for state in ActiveState::ALL {
+            assert_eq!(ActiveState::parse(state.as_str()), Some(state));
+            assert_eq!(
+                is_active_word(state.as_str()),
+                Some((state.as_str(), state.counts_as_running()))
+            );
+        }
         assert_eq!(is_enabled_word("enabled\n"), None);
     }
 

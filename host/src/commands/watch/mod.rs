@@ -36,8 +36,8 @@ use crate::contract::{ErrorKind, Operation};
 use crate::left_alone::backoff::{self, Backoff};
 use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
 use crate::provider::{Call, Outcome};
-use crate::resource::UnitName;
 use crate::report::{Report, WatchCounts};
+use crate::resource::UnitName;
 use crate::service_name::CheckedName;
 use crate::settings::ConfigFile;
 
@@ -68,7 +68,8 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
     let args = &watch_args.run;
     let (wakes, woken) = std::sync::mpsc::channel();
     signals::start(wakes.clone()).context("taking SIGTERM, SIGINT and SIGHUP")?;
-    let bus = bus::BusWatch::start(wakes.clone()).context("starting to follow the system bus")?;
+    let bus =
+        bus::UnitFollower::start(wakes.clone()).context("starting to follow the system bus")?;
     let mut files = files::FileWatch::start(wakes).context("starting inotify")?;
     let mut watch = Watch::new(Lines::choose());
     let watchdog = notify::Watchdog::start();

@@ -57,7 +57,8 @@ struct Authorized {
 
 /// A connection to registries, for one command.
 pub struct Registry {
-    runtime: tokio::runtime::Runtime,
+    /// The process's runtime ([`crate::io_runtime`]).
+    runtime: tokio::runtime::Handle,
     client: oci_client::Client,
     http: reqwest::Client,
     config: RegistryConfig,
@@ -111,10 +112,8 @@ impl Registry {
         };
         let client = oci_client::Client::try_from(client_config)
             .context("setting up the registry client")?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the registry client's runtime")?;
+        let runtime =
+            crate::io_runtime::handle().context("starting the registry client's runtime")?;
         Ok(Self {
             runtime,
             client,

@@ -17,6 +17,7 @@ pub(crate) mod cli;
 mod status;
 #[cfg(test)]
 mod tests;
+pub(crate) mod words;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};

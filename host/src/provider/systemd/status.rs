@@ -6,6 +6,7 @@
 use super::bus::dbus::UnitAnswers;
 use super::bus::BusAnswer;
 use super::cli::parse::{read_is_active, read_is_enabled, Word};
+use super::words::ActiveState;
 use super::{has_sysv_script, printed, SystemdBackend};
 use crate::contract::{ProviderError, Restarting, ServiceStatus};
 use crate::provider::backend::{Backend, Budget, Observed};
@@ -36,16 +37,17 @@ impl SystemdBackend {
         // `activating` is also systemd's word between two runs it makes by
         // itself (`auto-restart`), and, with systemctl, the word of a unit
         // whose job is pending: asked once more only then.
+        let state = ActiveState::parse(answers.active.word);
         if matches!(
-            answers.active.word,
-            "activating" | "deactivating" | "reloading"
+            state,
+            Some(ActiveState::Activating | ActiveState::Deactivating | ActiveState::Reloading)
         ) {
             if !answers.via_bus && self.await_unit_jobs && self.cli.job_pending(&mangled, time) {
                 self.cli.poll_unit_job(&mangled, time)?;
                 let output = self.cli.is_active(unit.as_str(), time)?;
                 answers.active = read_is_active(&output)?;
             }
-            if answers.active.word == "activating" {
+            if ActiveState::parse(answers.active.word) == Some(ActiveState::Activating) {
                 restarting = self.crash_loop(&mangled, &mut answers.active, time)?;
             }
         }

@@ -27,14 +27,12 @@
 
 use std::time::Duration;
 
+use super::super::words::dbus::{
+    error, member, BUS, BUS_PATH, MANAGER, MANAGER_PATH, PROPERTIES, SERVICE, SYSTEMD, UNIT,
+};
+use super::super::words::{property, ActiveState};
 use crate::provider::liveness::{Liveness, MainExit};
 use crate::provider::runner::CommandOutput;
-
-pub(super) const SYSTEMD: &str = "org.freedesktop.systemd1";
-pub(super) const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
-pub(super) const MANAGER: &str = "org.freedesktop.systemd1.Manager";
-const UNIT: &str = "org.freedesktop.systemd1.Unit";
-const SERVICE: &str = "org.freedesktop.systemd1.Service";
 
 /// A unit's `Job` property (`(uo)`): the object path of its pending job,
 /// whoever queued it; `None` when it has none (id 0).
@@ -98,26 +96,14 @@ impl DbusError {
 
 /// A connection to systemd on the system bus.
 pub(crate) struct SystemdBus {
-    pub(super) runtime: tokio::runtime::Runtime,
+    /// The process's runtime ([`crate::io_runtime`]).
+    pub(super) runtime: tokio::runtime::Handle,
     pub(super) connection: zbus::Connection,
 }
 
 pub(super) fn transport(error: impl std::fmt::Display) -> DbusError {
     DbusError::Transport(error.to_string())
 }
-
-/// Errors the bus itself gives when systemd is not there to answer (it is
-/// re-executing, or the bus lost it): not systemd's answer about a unit.
-const BUS_ERRORS: [&str; 8] = [
-    "org.freedesktop.DBus.Error.ServiceUnknown",
-    "org.freedesktop.DBus.Error.NameHasNoOwner",
-    "org.freedesktop.DBus.Error.NoReply",
-    "org.freedesktop.DBus.Error.Disconnected",
-    "org.freedesktop.DBus.Error.NoServer",
-    "org.freedesktop.DBus.Error.Timeout",
-    "org.freedesktop.DBus.Error.TimedOut",
-    "org.freedesktop.DBus.Error.LimitsExceeded",
-];
 
 pub(super) fn classify(error: zbus::Error) -> DbusError {
     let (name, message) = match error {
@@ -132,7 +118,7 @@ pub(super) fn classify(error: zbus::Error) -> DbusError {
         ),
         other => return transport(other),
     };
-    if BUS_ERRORS.contains(&name.as_str()) {
+    if error::BUS_ERRORS.contains(&name.as_str()) {
         transport(format!("{name}: {message}"))
     } else {
         DbusError::Reply { name, message }
@@ -143,10 +129,7 @@ impl SystemdBus {
     /// Connects to the system bus, and checks that systemd is on it; the
     /// error says why not (no bus, no systemd, no answer in `timeout`).
     pub(crate) fn connect(timeout: Duration) -> Result<Self, String> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("no runtime for D-Bus: {e}"))?;
+        let runtime = crate::io_runtime::handle().map_err(|e| e.to_string())?;
         let connection = runtime
             .block_on(async {
                 tokio::time::timeout(timeout, async {
@@ -165,10 +148,10 @@ impl SystemdBus {
         };
         let systemd_there: bool = status
             .call(
-                "org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus",
-                "NameHasOwner",
+                BUS,
+                BUS_PATH,
+                BUS,
+                member::NAME_HAS_OWNER,
                 &(SYSTEMD,),
                 timeout,
             )
@@ -177,7 +160,7 @@ impl SystemdBus {
                 DbusError::Reply { name, message } => format!("the system bus: {name}: {message}"),
             })?;
         if !systemd_there {
-            return Err("systemd (org.freedesktop.systemd1) is not on the system bus".to_owned());
+            return Err(format!("systemd ({SYSTEMD}) is not on the system bus"));
         }
         Ok(status)
     }
@@ -247,8 +230,8 @@ impl SystemdBus {
             .ask(
                 SYSTEMD,
                 &crate::provider::unit_name::object_path(unit),
-                "org.freedesktop.DBus.Properties",
-                "Get",
+                PROPERTIES,
+                member::GET,
                 &(interface, property),
                 timeout,
             )
@@ -270,8 +253,8 @@ impl SystemdBus {
                 return Ok(None);
             }
             let (need_reload, dropins) = tokio::join!(
-                self.unit_property::<bool>(unit, UNIT, "NeedDaemonReload", timeout),
-                self.unit_property::<Vec<String>>(unit, UNIT, "DropInPaths", timeout),
+                self.unit_property::<bool>(unit, UNIT, property::NEED_DAEMON_RELOAD, timeout),
+                self.unit_property::<Vec<String>>(unit, UNIT, property::DROP_IN_PATHS, timeout),
             );
             Ok(Some(LoadedFiles {
                 need_daemon_reload: need_reload?,
@@ -283,7 +266,7 @@ impl SystemdBus {
                 self.is_active_async(unit, timeout),
                 self.is_enabled_async(unit, timeout),
                 loaded,
-                self.unit_property::<UnitJob>(unit, UNIT, "Job", timeout),
+                self.unit_property::<UnitJob>(unit, UNIT, property::JOB, timeout),
             );
             Ok(UnitAnswers {
                 is_active: active?,
@@ -301,11 +284,11 @@ impl SystemdBus {
         timeout: Duration,
     ) -> Result<CommandOutput, DbusError> {
         let word: String = self
-            .unit_property(unit, UNIT, "ActiveState", timeout)
+            .unit_property(unit, UNIT, property::ACTIVE_STATE, timeout)
             .await?;
         // is-active exits 0 only for the running states; the readers do not
         // use the code for a word, but keep it true to systemctl's.
-        let running = matches!(word.as_str(), "active" | "reloading" | "refreshing");
+        let running = ActiveState::parse(&word).is_some_and(ActiveState::counts_as_running);
         Ok(CommandOutput {
             code: Some(if running { 0 } else { 3 }),
             stdout: format!("{word}\n"),
@@ -333,7 +316,7 @@ impl SystemdBus {
                 SYSTEMD,
                 MANAGER_PATH,
                 MANAGER,
-                "GetUnitFileState",
+                member::GET_UNIT_FILE_STATE,
                 &(unit,),
                 timeout,
             )
@@ -349,9 +332,7 @@ impl SystemdBus {
                 })
             }
             // systemd answers ENOENT; systemctl prints it as strerror.
-            Err(DbusError::Reply { name, .. })
-                if name == "org.freedesktop.DBus.Error.FileNotFound" =>
-            {
+            Err(DbusError::Reply { name, .. }) if name == error::FILE_NOT_FOUND => {
                 Ok(CommandOutput {
                     code: Some(1),
                     stdout: String::new(),
@@ -377,18 +358,18 @@ impl SystemdBus {
                 return Ok((None, None, None, None));
             }
             let (restarts, result, code, status) = tokio::join!(
-                self.unit_property::<u32>(unit, SERVICE, "NRestarts", timeout),
-                self.unit_property::<String>(unit, SERVICE, "Result", timeout),
-                self.unit_property::<i32>(unit, SERVICE, "ExecMainCode", timeout),
-                self.unit_property::<i32>(unit, SERVICE, "ExecMainStatus", timeout),
+                self.unit_property::<u32>(unit, SERVICE, property::N_RESTARTS, timeout),
+                self.unit_property::<String>(unit, SERVICE, property::RESULT, timeout),
+                self.unit_property::<i32>(unit, SERVICE, property::EXEC_MAIN_CODE, timeout),
+                self.unit_property::<i32>(unit, SERVICE, property::EXEC_MAIN_STATUS, timeout),
             );
             Ok::<_, DbusError>((Some(restarts?), Some(result?), Some(code?), Some(status?)))
         };
         let (active, sub, invocation, job, service) = tokio::join!(
-            self.unit_property::<String>(unit, UNIT, "ActiveState", timeout),
-            self.unit_property::<String>(unit, UNIT, "SubState", timeout),
-            self.unit_property::<Vec<u8>>(unit, UNIT, "InvocationID", timeout),
-            self.unit_property::<UnitJob>(unit, UNIT, "Job", timeout),
+            self.unit_property::<String>(unit, UNIT, property::ACTIVE_STATE, timeout),
+            self.unit_property::<String>(unit, UNIT, property::SUB_STATE, timeout),
+            self.unit_property::<Vec<u8>>(unit, UNIT, property::INVOCATION_ID, timeout),
+            self.unit_property::<UnitJob>(unit, UNIT, property::JOB, timeout),
             service,
         );
         let (restarts, result, code, status) = service?;
@@ -410,7 +391,7 @@ impl SystemdBus {
     /// The pending job of `unit` (already mangled), whoever queued it.
     pub(crate) fn unit_job(&self, unit: &str, timeout: Duration) -> Result<UnitJob, DbusError> {
         self.runtime
-            .block_on(self.unit_property::<UnitJob>(unit, UNIT, "Job", timeout))
+            .block_on(self.unit_property::<UnitJob>(unit, UNIT, property::JOB, timeout))
     }
 
     /// systemd's `Version`, as the manager says it (`252.22-1~deb12u1`).
@@ -418,9 +399,9 @@ impl SystemdBus {
         let value: zbus::OwnedVariant = self.call(
             SYSTEMD,
             MANAGER_PATH,
-            "org.freedesktop.DBus.Properties",
-            "Get",
-            &(MANAGER, "Version"),
+            PROPERTIES,
+            member::GET,
+            &(MANAGER, property::VERSION),
             timeout,
         )?;
         String::try_from(value).map_err(transport)
@@ -433,11 +414,7 @@ impl SystemdBus {
         unit: &str,
         timeout: Duration,
     ) -> Result<String, DbusError> {
-        self.runtime.block_on(self.unit_property(
-            unit,
-            "org.freedesktop.systemd1.Service",
-            "Result",
-            timeout,
-        ))
+        self.runtime
+            .block_on(self.unit_property(unit, SERVICE, property::RESULT, timeout))
     }
 }

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use futures_core::Stream;
 use zbus::OwnedObjectPath;
 
-use super::dbus::{classify, transport, DbusError, SystemdBus, MANAGER, MANAGER_PATH, SYSTEMD};
+use super::super::words::dbus::{member, JOB, MANAGER, MANAGER_PATH, SYSTEMD};
+use super::dbus::{classify, transport, DbusError, SystemdBus};
+use super::rules;
 use crate::provider::backend::{Change, JobId};
 
 /// How many `JobRemoved` signals may wait to be read; far more than a run
@@ -122,14 +124,7 @@ impl JobBook {
 impl JobWatch {
     /// Adds the match for `JobRemoved` and subscribes to systemd's signals.
     pub(crate) fn subscribe(bus: &SystemdBus, timeout: Duration) -> Result<Self, DbusError> {
-        let rule = zbus::MatchRule::builder()
-            .msg_type(zbus::message::Type::Signal)
-            .sender(SYSTEMD)
-            .path(MANAGER_PATH)
-            .interface(MANAGER)
-            .member("JobRemoved")
-            .build()
-            .map_err(transport)?;
+        let rule = rules::manager_signal(member::JOB_REMOVED).map_err(transport)?;
         let queued = NonZeroUsize::new(QUEUED_SIGNALS).expect("not zero");
         let signals = bus.runtime.block_on(async {
             tokio::time::timeout(
@@ -140,7 +135,14 @@ impl JobWatch {
             .map_err(|_| transport("no answer to AddMatch in time"))?
             .map_err(classify)
         })?;
-        bus.call::<_, ()>(SYSTEMD, MANAGER_PATH, MANAGER, "Subscribe", &(), timeout)?;
+        bus.call::<_, ()>(
+            SYSTEMD,
+            MANAGER_PATH,
+            MANAGER,
+            member::SUBSCRIBE,
+            &(),
+            timeout,
+        )?;
         Ok(Self {
             signals,
             book: JobBook::default(),
@@ -216,14 +218,8 @@ impl JobWatch {
         let Some(path) = self.book.forget(job) else {
             return "it was not pending".to_owned();
         };
-        let answer: Result<(), DbusError> = bus.call(
-            SYSTEMD,
-            &path,
-            "org.freedesktop.systemd1.Job",
-            "Cancel",
-            &(),
-            timeout,
-        );
+        let answer: Result<(), DbusError> =
+            bus.call(SYSTEMD, &path, JOB, member::CANCEL, &(), timeout);
         match answer {
             Ok(()) => {
                 "the job was cancelled (systemd leaves the unit as the job left it)".to_owned()

@@ -7,11 +7,19 @@
 //! `dbus` holds the connection and the one-round-trip status; `jobs` follows
 //! the jobs queued here through `JobRemoved`; `unit_files` enables and
 //! disables; `dropins` finds drop-ins systemd has not loaded; `unit_signals`
-//! waits on units' `PropertiesChanged` for settle windows.
+//! waits on units' `PropertiesChanged` for settle windows; `rules` makes
+//! every match rule. `follow` is not the run's: the watch's own connection,
+//! following managed units' signals between runs.
+//!
+//! Everything here runs on the process's one tokio runtime
+//! ([`crate::io_runtime`]): the run's questions block on it, the follower
+//! is a task on it.
 
 pub(crate) mod dbus;
 pub(crate) mod dropins;
+pub(crate) mod follow;
 pub(crate) mod jobs;
+pub(crate) mod rules;
 pub(crate) mod unit_files;
 pub(crate) mod unit_signals;
 

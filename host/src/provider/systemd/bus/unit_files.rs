@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use super::dbus::{DbusError, SystemdBus, MANAGER, MANAGER_PATH, SYSTEMD};
+use super::super::words::dbus::{member, MANAGER, MANAGER_PATH, SYSTEMD};
+use super::dbus::{DbusError, SystemdBus};
 
 /// One entry of systemd's `changes` array.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, zbus::zvariant::Type)]
@@ -61,7 +62,7 @@ pub(crate) fn enable(
         SYSTEMD,
         MANAGER_PATH,
         MANAGER,
-        "EnableUnitFiles",
+        member::ENABLE_UNIT_FILES,
         &(vec![unit], false, false),
         timeout,
     )?;
@@ -83,7 +84,7 @@ pub(crate) fn disable(
         SYSTEMD,
         MANAGER_PATH,
         MANAGER,
-        "DisableUnitFiles",
+        member::DISABLE_UNIT_FILES,
         &(vec![unit], runtime),
         timeout,
     )

@@ -14,7 +14,8 @@ use std::time::Instant;
 
 use futures_core::Stream;
 
-use super::dbus::{classify, transport, DbusError, SystemdBus, SYSTEMD};
+use super::dbus::{classify, transport, DbusError, SystemdBus};
+use super::rules::{self, UnitPaths};
 
 /// How many signals may wait to be read: far more than a run's units
 /// send while a window is open, so the connection never stalls on a full
@@ -29,14 +30,7 @@ pub(crate) struct UnitSignals {
 impl UnitSignals {
     /// Adds the match (systemd must already send signals to this client).
     pub(crate) fn open(bus: &SystemdBus, timeout: std::time::Duration) -> Result<Self, DbusError> {
-        let rule = zbus::MatchRule::builder()
-            .msg_type(zbus::message::Type::Signal)
-            .sender(SYSTEMD)
-            .interface("org.freedesktop.DBus.Properties")
-            .member("PropertiesChanged")
-            .path_namespace("/org/freedesktop/systemd1/unit")
-            .build()
-            .map_err(transport)?;
+        let rule = rules::unit_properties(UnitPaths::All).map_err(transport)?;
         let queued = NonZeroUsize::new(QUEUED_SIGNALS).expect("not zero");
         let signals = bus.runtime.block_on(async {
             tokio::time::timeout(

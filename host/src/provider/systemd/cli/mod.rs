@@ -63,7 +63,7 @@ impl Cli {
 
     /// `systemctl show` of what tells whether `unit` is up.
     pub(crate) fn liveness(&self, unit: &str, time: &Budget) -> Result<Liveness, ProviderError> {
-        let property = format!("--property={}", liveness::SHOW_PROPERTIES);
+        let property = format!("--property={}", liveness::show_properties());
         let output = self
             .systemctl
             .output(&["show", &property, "--system", "--", unit], time)?;
