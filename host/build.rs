@@ -17,38 +17,8 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// With the `deb` feature, which cargo-deb turns on (`[package.metadata.deb]
-/// features`): the built-in policy the package ships must already be staged
-/// as `<target>/<profile>/manifest-policy.wasm`, a regular file, where
-/// cargo-deb takes it from. `dist/debian/build-package` builds and stages it
-/// first; a bare `cargo deb` stops here with that advice, instead of
-/// shipping a package without its policy.
-fn require_staged_policy() {
-    let out_dir = PathBuf::from(env("OUT_DIR"));
-    // OUT_DIR is <target>/<profile>/build/<package>-<hash>/out.
-    let profile_dir = out_dir
-        .ancestors()
-        .nth(3)
-        .expect("OUT_DIR lies three levels below the profile directory");
-    let staged = profile_dir.join("manifest-policy.wasm");
-    println!("cargo:rerun-if-changed={}", staged.display());
-    match fs::symlink_metadata(&staged) {
-        Ok(meta) if meta.file_type().is_file() => {}
-        found => {
-            let what = match found {
-                Ok(_) => "is not a regular file",
-                Err(_) => "is missing",
-            };
-            eprintln!(
-                "error: the Debian package's built-in policy {} {what}.\n\
-                 Build the package with dist/debian/build-package (it builds the policy for \
-                 wasm32-wasip2, stages it there, then runs cargo deb with your arguments).",
-                staged.display()
-            );
-            std::process::exit(1);
-        }
-    }
-}
+#[path = "build/staged_policy.rs"]
+mod staged_policy;
 
 /// The vendored crates, relative to host/.
 const VENDOR_DIR: &str = "vendor";
@@ -57,11 +27,12 @@ fn main() {
     // Whatever the profile: the package tests package the debug build
     // (`build-package --profile dev`), and the feature is cargo-deb's alone.
     if std::env::var_os("CARGO_FEATURE_DEB").is_some() {
-        require_staged_policy();
+        staged_policy::require(&PathBuf::from(env("OUT_DIR")));
     }
     let vendor = PathBuf::from(env("CARGO_MANIFEST_DIR")).join(VENDOR_DIR);
     let out_dir = PathBuf::from(env("OUT_DIR"));
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build");
     // A directory: cargo looks at every file below it, new ones included.
     println!("cargo:rerun-if-changed={VENDOR_DIR}");
 

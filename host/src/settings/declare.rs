@@ -1,47 +1,11 @@
 //! How an option is declared: [`settings!`] takes each option once, as a
 //! typed field, and generates from it the command-line flags (a clap
 //! `Args` struct per scope), the typed values a resolution yields, and the
-//! [`Setting`] description that host.toml's reader and template use.
+//! [`Setting`](super::setting::Setting) description that host.toml's reader
+//! and template use.
 //!
 //! A field is named in code only through the generated structs, so a
 //! misspelt option name is a compile error, never a run-time panic.
-
-use super::value::Kind;
-
-/// Which commands take a setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// `run`, `verify` and `inspect`: whom to trust.
-    Trust,
-    /// `run` and `status`: how systemd is asked.
-    Provider,
-    /// `run` and `verify`: what the host remembers between runs.
-    State,
-    /// `run` only: where its report and metrics are written.
-    Outputs,
-    /// `run` only.
-    Run,
-    /// `run` and `push`: how registries are reached.
-    Registry,
-    /// `watch` only: when it runs.
-    Watch,
-}
-
-/// One option of the host, as its flag, host.toml key, help and default.
-#[derive(Debug)]
-pub struct Setting {
-    /// The command-line flag, without its dashes.
-    pub flag: &'static str,
-    /// The key in host.toml (`limits.memory_mib`).
-    pub key: &'static str,
-    pub value_name: &'static str,
-    pub help: &'static str,
-    /// The default, as it would be written on the command line; `None` for a
-    /// list that is empty unless given, or a path that is absent unless given.
-    pub default: Option<&'static str>,
-    pub kind: Kind,
-    pub scope: Scope,
-}
 
 /// The help text clap shows for a setting: its help, and its default.
 pub(super) fn help_with_default(help: &str, default: Option<&str>) -> String {
@@ -98,15 +62,15 @@ macro_rules! settings {
 
             impl $flags {
                 /// The options of this scope, in declaration order.
-                pub const SETTINGS: &'static [$crate::settings::declare::Setting] = &[$(
-                    $crate::settings::declare::Setting {
+                pub const SETTINGS: &'static [$crate::settings::setting::Setting] = &[$(
+                    $crate::settings::setting::Setting {
                         flag: $flag,
                         key: $key,
                         value_name: $value_name,
                         help: $help,
                         default: $default,
                         kind: <$kind as $crate::settings::value::Value>::KIND,
-                        scope: $crate::settings::declare::Scope::$scope,
+                        scope: $crate::settings::setting::Scope::$scope,
                     },
                 )*];
 

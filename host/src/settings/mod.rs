@@ -45,7 +45,8 @@
 //! ```
 
 //!
-//! The modules, by job: [`declare`] (how an option is declared),
+//! The modules, by job: [`setting`] (what an option is: flag, key, kind,
+//! scope), [`declare`] (how an option is declared),
 //! [`options`] (the declaration: the command-line flags and typed values it
 //! generates), [`value`] (reading and checking each kind of value),
 //! [`file`] (host.toml; its `[labels]` in `labels`), [`resolve`] (what the commands use) and
@@ -56,18 +57,19 @@ pub mod file;
 mod labels;
 pub mod options;
 pub mod resolve;
+pub mod setting;
 pub mod template;
 pub mod value;
 
-pub use declare::{Scope, Setting};
 pub use file::{ConfigFile, PolicyEntry, DEFAULT_CONFIG_FILE};
 pub use options::{
     all_settings, OutputFlags, OutputValues, ProviderFlags, RegistryFlags, RunFlags, StateFlags,
     TrustFlags, WatchFlags, WatchValues,
 };
 pub use resolve::{resolve_trust, ProviderSettings, RegistrySettings, RunSettings};
+pub use setting::{Kind, Scope, Setting};
 pub use template::{host_toml_template, BUILT_IN_POLICY_EXAMPLE};
-pub use value::{Kind, Source};
+pub use value::Source;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,8 @@
 //! let _ = flags.cpu_tme; // no such option
 //! ```
 
-use super::declare::{settings, Setting};
+use super::declare::settings;
+use super::setting::Setting;
 use super::value::{
     AnyPath, Bytes, Choice, Count, Hosts, Jobs, Mebibytes, OptionalPath, Patterns, Prefixes,
     Seconds, SettleSeconds, Words,

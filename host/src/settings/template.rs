@@ -1,9 +1,8 @@
 //! The packaged host.toml: generated from the declared settings, so it
 //! never drifts from the options.
 
-use super::declare::Setting;
 use super::options::all_settings;
-use super::value::Kind;
+use super::setting::{Kind, Setting};
 
 /// The settings the packaged host.toml sets (uncommented, at the example
 /// value): where every run writes its report and metrics.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::{ArgAction, ValueHint};
 
-use super::declare::Setting;
+use super::setting::{Kind, Setting};
 use crate::provider::UnitAllowlist;
 
 /// The longest duration any setting accepts: one day.
@@ -22,32 +22,6 @@ const MAX_TEXT_BYTES: u64 = 1 << 30;
 const MAX_CALLS: u64 = 1_000_000_000;
 /// The most jobs a run may keep pending at once.
 const MAX_JOBS: u64 = 4096;
-
-/// What kind of value a setting takes, as host.toml's template shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Seconds, more than 0 and at most a day; fractions allowed.
-    Seconds,
-    /// Mebibytes, a whole number from 1 to 1 TiB.
-    Mebibytes,
-    /// Bytes, a whole number from 1 to 1 GiB.
-    Bytes,
-    /// A whole number from 1 to the setting's maximum.
-    Count,
-    /// A path.
-    Path,
-    /// Glob patterns; the command line's add to the file's.
-    Patterns,
-    /// A path that is absent unless given.
-    OptionalPath,
-    /// Registry hosts (`host[:port]`); the command line's add to the file's.
-    Hosts,
-    /// Directories (absolute paths); the command line's add to the file's,
-    /// and the default applies when neither gives any.
-    Prefixes,
-    /// One of a few words.
-    Choice(&'static [&'static str]),
-}
 
 /// A kind of value: how it is given on the command line, and how it is
 /// read into its typed form (`Out`). It only parses: which of the command
