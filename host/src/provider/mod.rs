@@ -27,18 +27,20 @@ pub use allow::UnitAllowlist;
 pub(crate) use systemd::bus::follow::{BusEvent, UnitFollower};
 pub use systemd::{StatusVia, SystemdConfig};
 
+use self::backend::Backend;
 pub use self::guard::ReloadBeforeChange;
-use self::guard::{Guard, Guarded};
+use self::guard::{
+    Deadline, Guard, Guarded, Jobs, LeftAloneUnits, Names, Noop, Record, Reload, Settle,
+};
 use self::runner::{find_in_path, CommandRunner, ProcessRunner};
 use self::systemd::SystemdBackend;
 
-/// The systemd provider: the guard layer over the systemd backend.
+/// The systemd provider: the guard's layers over the systemd backend.
 pub type SystemdProvider = Guarded<SystemdBackend>;
 
-/// The provider the host runs policies with: the guard stack (name check,
-/// allowlist, noop, deadline, jobs, settle windows, records, reloads) built
-/// here, over the systemd backend, which only talks to systemd; systemctl
-/// is run as a process.
+/// The provider the host runs policies with: the guard stack built here
+/// ([`guarded`]) over the systemd backend, which only talks to systemd;
+/// systemctl is run as a process.
 pub fn systemd(config: SystemdConfig) -> SystemdProvider {
     systemd_with(config, Box::new(ProcessRunner))
 }
@@ -54,7 +56,24 @@ pub fn systemd_with(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Sy
         left_alone: config.left_alone.clone(),
         reload_before_change: config.reload_before_change,
     };
-    Guarded::over(SystemdBackend::new(&config, runner), guard)
+    guarded(SystemdBackend::new(&config, runner), guard)
+}
+
+/// The guard stack over `backend`, as tower's `ServiceBuilder` builds one
+/// outside the service: its layers in the order an operation meets them
+/// (the list at the top of `guard/mod.rs`).
+pub(crate) fn guarded<B: Backend>(backend: B, guard: Guard) -> Guarded<B> {
+    Guarded {
+        names: Names::new(guard.allow), // 1-3: name, allowlist, availability
+        left_alone: LeftAloneUnits::new(guard.left_alone), // 4: units left alone
+        reload: Reload::new(guard.reload_before_change), // 5: the run's daemon-reload
+        noop: Noop { on: guard.noop },  // 6: noop
+        deadline: Deadline::new(guard.timeout), // 7: deadline
+        jobs: Jobs::new(guard.jobs),    // 8: the backend, its jobs followed
+        settle: Settle::new(guard.settle), //    and its starts' settle windows
+        backend,
+        record: Record::default(), // 9: the record of every call
+    }
 }
 
 /// The running systemd's version as it says it over the system bus (the

@@ -3,9 +3,10 @@
 //! an interruption's grace is over), a unit's status waiting for its job,
 //! and the record of the call that queued a job completed when it ends.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::{job_key, starts, Guarded, PendingJob};
+use super::{job_key, starts, Guarded};
 use crate::contract::{JobOutcome, Operation, Progress, ProviderError};
 use crate::provider::backend::{Applied, Backend, Change, JobId, JobResult};
 use crate::provider::{job_result, Call, Outcome};
@@ -27,13 +28,48 @@ pub(super) enum Awaited<'a> {
     All,
 }
 
+/// The layer's state for one run: the jobs queued and not yet ended, and
+/// how each unit's last one ended.
+#[derive(Debug, Clone)]
+pub(crate) struct Jobs {
+    /// How many jobs of this run may be pending at once; 1 makes every
+    /// call wait for its job.
+    pub(crate) slots: usize,
+    /// Jobs queued and not yet ended, oldest first.
+    pub(super) pending: Vec<PendingJob>,
+    /// Per unit, how its last queued job ended, until a `status` says it.
+    pub(super) ended: HashMap<String, JobOutcome>,
+}
+
+impl Jobs {
+    pub(crate) fn new(slots: usize) -> Self {
+        Self {
+            slots,
+            pending: Vec::new(),
+            ended: HashMap::new(),
+        }
+    }
+}
+
+/// A job queued for this run and not yet ended.
+#[derive(Debug, Clone)]
+pub(super) struct PendingJob {
+    pub(super) id: JobId,
+    pub(super) unit: String,
+    operation: Operation,
+    change: Change,
+    /// The index in the records of the call that queued it.
+    record: usize,
+    submitted: Instant,
+}
+
 impl<B: Backend> Guarded<B> {
     /// When `job` is given up: its timeout from submission, cut at the run's
     /// deadline. Also: whether the job would be cancelled then.
     pub(super) fn job_until(&self, job: &PendingJob) -> (Instant, GiveUp) {
-        let timeout = job.submitted + self.guard.timeout;
+        let timeout = job.submitted + self.deadline.timeout;
         let mut until = (timeout, GiveUp::Timeout);
-        if let Some(deadline) = self.deadline.filter(|d| *d < until.0) {
+        if let Some(deadline) = self.deadline.at().filter(|d| *d < until.0) {
             until = (deadline, GiveUp::Deadline);
         }
         if let Some(since) = crate::interrupt::since() {
@@ -50,20 +86,20 @@ impl<B: Backend> Guarded<B> {
     /// (see [`GiveUp`]) ends `timed-out`.
     pub(super) fn wait_for(&mut self, awaited: Awaited<'_>) {
         loop {
-            let targets: Vec<usize> = (0..self.pending.len())
+            let targets: Vec<usize> = (0..self.jobs.pending.len())
                 .filter(|&i| match awaited {
-                    Awaited::Unit(unit) => self.pending[i].unit == unit,
+                    Awaited::Unit(unit) => self.jobs.pending[i].unit == unit,
                     Awaited::Any | Awaited::All => true,
                 })
                 .collect();
             let Some((first, (until, why))) = targets
                 .iter()
-                .map(|&i| (i, self.job_until(&self.pending[i])))
+                .map(|&i| (i, self.job_until(&self.jobs.pending[i])))
                 .min_by_key(|(_, (until, _))| *until)
             else {
                 return;
             };
-            let ids: Vec<JobId> = self.pending.iter().map(|j| j.id).collect();
+            let ids: Vec<JobId> = self.jobs.pending.iter().map(|j| j.id).collect();
             // In slices, so that a signal to the host cuts the wait short.
             let slice = until.min(Instant::now() + WAIT_SLICE);
             let ended = self.backend.wait_jobs(&ids, slice);
@@ -78,9 +114,9 @@ impl<B: Backend> Guarded<B> {
                 continue;
             }
             if Instant::now() >= until {
-                let job = self.pending[first].clone();
+                let job = self.jobs.pending[first].clone();
                 let what = self.backend.abandon(job.id, why != GiveUp::Interrupted);
-                let error = why.error(&job, self.guard.timeout, &what);
+                let error = why.error(&job, self.deadline.timeout, &what);
                 self.job_ended(job.id, Err(error));
                 if matches!(awaited, Awaited::Any) {
                     return;
@@ -94,10 +130,10 @@ impl<B: Backend> Guarded<B> {
     /// restart that ended well opens its settle window, one that failed is
     /// explained in systemd's words and the unit's.
     pub(super) fn job_ended(&mut self, id: JobId, result: JobResult) {
-        let Some(at) = self.pending.iter().position(|j| j.id == id) else {
+        let Some(at) = self.jobs.pending.iter().position(|j| j.id == id) else {
             return;
         };
-        let job = self.pending.remove(at);
+        let job = self.jobs.pending.remove(at);
         let (result, journal) = match result {
             Err(error) if starts(job.change) && !matches!(error, ProviderError::TimedOut(_)) => {
                 let (error, journal) = self.explain(&job.unit, error, job.submitted);
@@ -115,13 +151,13 @@ impl<B: Backend> Guarded<B> {
             error = result.as_ref().err().map(ProviderError::message),
             "job ended"
         );
-        if let Some(call) = self.calls.get_mut(job.record) {
+        if let Some(call) = self.record.get_mut(job.record) {
             call.outcome = result.as_ref().err().map_or(Outcome::Ok, Outcome::of);
             call.error = result.as_ref().err().map(|e| Untrusted::new(e.message()));
             call.journal = journal;
             call.duration = job.submitted.elapsed();
         }
-        self.ended.insert(
+        self.jobs.ended.insert(
             job.unit,
             JobOutcome {
                 operation: job.operation,
@@ -145,48 +181,49 @@ impl<B: Backend> Guarded<B> {
             self.wait_for(Awaited::Unit(&key));
             // A new job of the unit ends the window of its last start now.
             self.close_window(&key, false);
-            while self.pending.len() >= self.guard.jobs.max(1) {
+            while self.jobs.pending.len() >= self.jobs.slots.max(1) {
                 self.wait_for(Awaited::Any);
             }
         }
         let started = Instant::now();
-        let (result, journal) = match self.backend.change(change, unit, &self.budget()) {
+        let (result, journal) = match self.backend.change(change, unit, &self.deadline.budget()) {
             Err(error) if starts(change) && !matches!(error, ProviderError::TimedOut(_)) => {
                 let (error, journal) = self.explain(&key, error, started);
                 (Err(error), journal)
             }
             other => (other, Vec::new()),
         };
-        self.record(
-            Call::Guest(operation),
-            Some(name),
-            started,
-            result.as_ref().err(),
-        )
-        .journal = journal;
-        self.enablement_changed |= result.is_ok() && change.is_enablement();
+        self.record
+            .add(
+                Call::Guest(operation),
+                Some(name),
+                started,
+                result.as_ref().err(),
+            )
+            .journal = journal;
+        self.reload.enablement_changed |= result.is_ok() && change.is_enablement();
         let id = match result? {
             Applied::Done => {
                 if starts(change) {
-                    self.open_window(&key, operation, self.calls.len() - 1, started);
+                    self.open_window(&key, operation, self.record.last(), started);
                 }
                 return Ok(Progress::Finished);
             }
             Applied::Queued(id) => id,
         };
-        self.pending.push(PendingJob {
+        self.jobs.pending.push(PendingJob {
             id,
             unit: key.clone(),
             operation,
             change,
-            record: self.calls.len() - 1,
+            record: self.record.last(),
             submitted: started,
         });
-        if self.guard.jobs > 1 {
+        if self.jobs.slots > 1 {
             return Ok(Progress::Queued);
         }
         self.wait_for(Awaited::Unit(&key));
-        match self.ended.remove(&key).and_then(|o| o.error) {
+        match self.jobs.ended.remove(&key).and_then(|o| o.error) {
             Some(error) => Err(error),
             None => Ok(Progress::Finished),
         }

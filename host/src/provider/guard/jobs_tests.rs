@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::contract::ErrorKind;
-use crate::provider::backend::{Applied, JobResult, Observed};
+use crate::contract::{ErrorKind, JobOutcome};
+use crate::provider::backend::{Applied, Budget, JobId, JobResult, Observed};
+use crate::provider::Outcome;
+use crate::text::Untrusted;
 
 /// How a unit's job goes: it ends `after` its submission, with `result`;
 /// `None`: it never ends.
@@ -174,7 +176,7 @@ fn guarded(
         left_alone: Default::default(),
         reload_before_change: Default::default(),
     };
-    (Guarded::over(backend, guard), seen)
+    (crate::provider::guarded(backend, guard), seen)
 }
 
 /// The calls of the guest's operations (the run's reload left out).
@@ -402,7 +404,7 @@ fn statuses_of_unchanged_units_make_no_reload_and_the_first_change_does() {
 #[test]
 fn a_watch_run_changes_a_unit_read_unchanged_without_the_reload() {
     let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
-    p.guard.reload_before_change = ReloadBeforeChange::UnlessReadUnchanged;
+    p.reload.rule = ReloadBeforeChange::UnlessReadUnchanged;
     p.status("web").unwrap();
     p.mutate(Operation::Start, "web.service").unwrap();
     assert_eq!(
@@ -423,7 +425,7 @@ fn a_watch_run_changes_a_unit_read_unchanged_without_the_reload() {
 #[test]
 fn a_watch_run_still_reloads_for_a_unit_whose_files_changed() {
     let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
-    p.guard.reload_before_change = ReloadBeforeChange::UnlessReadUnchanged;
+    p.reload.rule = ReloadBeforeChange::UnlessReadUnchanged;
     p.backend.files_changed.insert("web".into());
     p.status("db").unwrap();
     assert_eq!(p.status("web").unwrap().active_word, "active");
@@ -490,7 +492,7 @@ fn a_status_that_cannot_tell_makes_the_reload_and_reads_again() {
 #[test]
 fn a_noop_run_never_reloads_even_for_a_changed_unit() {
     let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
-    p.guard.noop = true;
+    p.noop.on = true;
     p.backend.files_changed.insert("web".into());
     assert_eq!(p.status("web").unwrap().active_word, "stale");
     assert!(p.mutate(Operation::Start, "web").is_err());

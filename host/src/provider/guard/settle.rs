@@ -2,14 +2,50 @@
 //! for `settle` after its job, with the same invocation and no automatic
 //! restart; judged at the unit's next status, as early as it goes down.
 
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::jobs::WAIT_SLICE;
-use super::{Guarded, Window};
+use super::Guarded;
 use crate::contract::{JobOutcome, Operation, ProviderError};
 use crate::provider::backend::{Backend, JobId};
+use crate::provider::liveness::Liveness;
 use crate::provider::Outcome;
 use crate::text::Untrusted;
+
+/// The layer's state for one run: the windows still open.
+#[derive(Debug, Clone)]
+pub(crate) struct Settle {
+    /// How long a unit must stay up after its start or restart job ended
+    /// for the start to count; zero judges it when the job ends.
+    span: Duration,
+    /// Settle windows still open, oldest first.
+    windows: Vec<Window>,
+}
+
+impl Settle {
+    pub(crate) fn new(span: Duration) -> Self {
+        Self {
+            span,
+            windows: Vec::new(),
+        }
+    }
+}
+
+/// The settle window of a start or restart whose job ended well.
+#[derive(Debug, Clone)]
+pub(super) struct Window {
+    unit: String,
+    operation: Operation,
+    /// The index in the records of the call that made the start.
+    record: usize,
+    opened: Instant,
+    ends: Instant,
+    /// The unit as the job left it, when the backend could tell.
+    baseline: Option<Liveness>,
+    /// When the start was asked for, by the wall clock: the journal's
+    /// lines of the unit from then on are the ones of this start.
+    since: SystemTime,
+}
 
 impl<B: Backend> Guarded<B> {
     /// Opens the settle window of a start or restart of `unit` whose job
@@ -21,18 +57,20 @@ impl<B: Backend> Guarded<B> {
         record: usize,
         asked: Instant,
     ) {
-        if self.guard.settle.is_zero() {
+        if self.settle.span.is_zero() {
             return;
         }
         let opened = self.backend.now();
-        let baseline = self.backend.liveness_at_start(unit, &self.budget());
-        self.windows.retain(|w| w.unit != unit);
-        self.windows.push(Window {
+        let baseline = self
+            .backend
+            .liveness_at_start(unit, &self.deadline.budget());
+        self.settle.windows.retain(|w| w.unit != unit);
+        self.settle.windows.push(Window {
             unit: unit.to_owned(),
             operation,
             record,
             opened,
-            ends: opened + self.guard.settle,
+            ends: opened + self.settle.span,
             baseline,
             since: wall_clock(asked),
         });
@@ -43,10 +81,10 @@ impl<B: Backend> Guarded<B> {
     /// judged at once when it changed for the worse; an interrupted run
     /// judges at once.
     pub(super) fn close_window(&mut self, unit: &str, wait: bool) {
-        let Some(at) = self.windows.iter().position(|w| w.unit == unit) else {
+        let Some(at) = self.settle.windows.iter().position(|w| w.unit == unit) else {
             return;
         };
-        let window = self.windows.remove(at);
+        let window = self.settle.windows.remove(at);
         let watched = [window.unit.clone()];
         let verdict = if wait {
             self.watch_window(&window, &watched)
@@ -54,7 +92,7 @@ impl<B: Backend> Guarded<B> {
             None
         };
         let verdict = verdict.or_else(|| self.judge(&window));
-        if self.windows.is_empty() {
+        if self.settle.windows.is_empty() {
             self.backend.unwatch();
         }
         let Some(why) = verdict else {
@@ -63,14 +101,14 @@ impl<B: Backend> Guarded<B> {
         tracing::debug!(service = window.unit, why, "start did not stay up");
         let journal = self
             .backend
-            .journal(&window.unit, window.since, &self.budget());
+            .journal(&window.unit, window.since, &self.deadline.budget());
         let error = ProviderError::CommandFailed(why);
-        if let Some(call) = self.calls.get_mut(window.record) {
+        if let Some(call) = self.record.get_mut(window.record) {
             call.outcome = Outcome::of(&error);
             call.error = Some(Untrusted::new(error.message()));
             call.journal = journal;
         }
-        self.ended.insert(
+        self.jobs.ended.insert(
             window.unit,
             JobOutcome {
                 operation: window.operation,
@@ -112,7 +150,10 @@ impl<B: Backend> Guarded<B> {
     /// up so far (or its state could not be read: the status that follows
     /// says what it is).
     pub(super) fn judge(&mut self, window: &Window) -> Option<String> {
-        let now = self.backend.liveness(&window.unit, &self.budget()).ok()??;
+        let now = self
+            .backend
+            .liveness(&window.unit, &self.deadline.budget())
+            .ok()??;
         if now.active.is_empty() {
             return None;
         }
@@ -122,10 +163,10 @@ impl<B: Backend> Guarded<B> {
 
     /// Completes the jobs that already ended, without waiting.
     pub(super) fn take_ended_jobs(&mut self) {
-        if self.pending.is_empty() {
+        if self.jobs.pending.is_empty() {
             return;
         }
-        let ids: Vec<JobId> = self.pending.iter().map(|j| j.id).collect();
+        let ids: Vec<JobId> = self.jobs.pending.iter().map(|j| j.id).collect();
         for (id, result) in self.backend.wait_jobs(&ids, Instant::now()) {
             self.job_ended(id, result);
         }
@@ -133,7 +174,7 @@ impl<B: Backend> Guarded<B> {
 
     /// Closes every open window, each at its end.
     pub(super) fn close_windows(&mut self) {
-        while let Some(unit) = self.windows.first().map(|w| w.unit.clone()) {
+        while let Some(unit) = self.settle.windows.first().map(|w| w.unit.clone()) {
             self.close_window(&unit, true);
         }
     }
@@ -147,7 +188,7 @@ impl<B: Backend> Guarded<B> {
         error: ProviderError,
         asked: Instant,
     ) -> (ProviderError, Vec<Untrusted>) {
-        let budget = self.budget();
+        let budget = self.deadline.budget();
         let Ok(Some(now)) = self.backend.liveness(unit, &budget) else {
             return (error, Vec::new());
         };

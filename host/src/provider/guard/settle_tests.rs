@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use super::jobs::WAIT_SLICE;
 use super::*;
 use crate::contract::ErrorKind;
-use crate::provider::backend::{Applied, JobResult, Observed};
+use crate::provider::backend::{Applied, Budget, JobId, JobResult, Observed};
+use crate::provider::liveness::Liveness;
+use crate::provider::Outcome;
 use crate::text::Untrusted;
 
 /// What becomes of a unit after its start.
@@ -213,7 +215,7 @@ fn guarded(
         left_alone: Default::default(),
         reload_before_change: Default::default(),
     };
-    (Guarded::over(backend, guard), seen, start)
+    (crate::provider::guarded(backend, guard), seen, start)
 }
 
 fn elapsed(p: &Guarded<SettlingBackend>, since: Instant) -> Duration {
@@ -314,7 +316,7 @@ fn windows_of_units_started_side_by_side_run_side_by_side() {
 #[test]
 fn windows_of_queued_starts_open_when_their_jobs_end() {
     let (mut p, _, t0) = guarded(SETTLE, &[]);
-    p.guard.jobs = 64;
+    p.jobs.slots = 64;
     // a's job ends at once, the others' 0.2 s later: while a's window is
     // watched.
     let ends = [("a", 0), ("b", 200), ("c", 200), ("d", 200)];
@@ -374,7 +376,7 @@ fn no_window_without_a_start_or_with_settle_off_or_in_a_noop_run() {
         .all(|l| !l.starts_with("liveness")));
 
     let (mut p, _, t0) = guarded(SETTLE, &[]);
-    p.guard.noop = true;
+    p.noop.on = true;
     assert!(p.mutate(Operation::Start, "web").is_err());
     p.status("web").unwrap();
     assert_eq!(elapsed(&p, t0), Duration::ZERO);
