@@ -146,14 +146,6 @@ impl PartialEq<&str> for ResourceRef {
     }
 }
 
-/// For tests: a reference that must parse.
-#[cfg(test)]
-impl From<&str> for ResourceRef {
-    fn from(text: &str) -> Self {
-        Self::parse(text).expect("a valid reference in a test")
-    }
-}
-
 /// A unit as systemd names it (`web.service`, `a\x2bb.service`): the name a
 /// policy wrote, mangled as `systemctl` mangles it, once.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -189,6 +181,14 @@ impl fmt::Display for UnitName {
 impl Serialize for UnitName {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0)
+    }
+}
+
+/// For tests: a reference that must parse.
+#[cfg(test)]
+impl From<&str> for ResourceRef {
+    fn from(text: &str) -> Self {
+        Self::parse(text).expect("a valid reference in a test")
     }
 }
 

@@ -18,7 +18,6 @@ mod plan;
 mod session;
 
 use crate::left_alone::LeftAlone;
-use crate::provider::ReloadBeforeChange;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -28,8 +27,9 @@ use crate::interrupt;
 use crate::lock::RunLock;
 use crate::report::{Report, WatchCounts};
 
+use crate::settings::ConfigFile;
 use admit::AdmittedRun;
-use plan::{Plan, Request};
+use plan::{Cycle, Plan, Request};
 use session::Session;
 
 /// Runs the policies; returns the process exit code. An `Err` means the run
@@ -41,9 +41,11 @@ pub fn execute(command: &RunCommandArgs) -> anyhow::Result<i32> {
         tracing::warn!("SIGTERM, SIGINT and SIGHUP are not handled in order: {e}");
     }
     let args = &command.run;
-    let request = Request::of(args).reported(&command.report);
-    let outputs = outputs::Outputs::resolve(args);
-    let result = converge(args, &request, &outputs, started);
+    let request = Request::of_run(args, &command.report);
+    // host.toml is read once, here: every phase takes this reading.
+    let file = ConfigFile::load(args.trust.config.path());
+    let outputs = outputs::Outputs::resolve(args, file.as_ref().ok());
+    let result = file.and_then(|file| converge(args, &file, &request, &outputs, started));
     // What the run did is printed first, whatever then happens to the
     // files: a full disk must not hide that a service was started.
     let printed = match &result {
@@ -76,11 +78,12 @@ pub fn execute(command: &RunCommandArgs) -> anyhow::Result<i32> {
 /// The run's phases, in order.
 fn converge(
     args: &RunArgs,
+    file: &ConfigFile,
     request: &Request,
     outputs: &outputs::Outputs,
     started: Instant,
 ) -> anyhow::Result<(Report, RunLock)> {
-    let plan = Plan::resolve(args, request, outputs, started)?;
+    let plan = Plan::resolve(args, file, request, outputs, started)?;
     let admitted = AdmittedRun::admit(&plan)?;
     let converged = Session::begin(&plan, admitted)?.converge()?;
     Ok((converged.report, converged.lock))
@@ -129,6 +132,9 @@ pub(crate) struct Cycled {
     pub(crate) planned: Vec<PlannedPolicy>,
     /// What the run read its settings from, for the watch to follow.
     pub(crate) inputs: plan::Inputs,
+    /// host.toml as this cycle read it: the watch takes its own settings
+    /// (`[watch]`) from the same reading.
+    pub(crate) config: ConfigFile,
 }
 
 pub(crate) use plan::Inputs;
@@ -138,11 +144,11 @@ pub(crate) use plan::Inputs;
 /// policy). The report and metrics files are written as a timer run writes
 /// them, when a policy ran; nothing is printed. An `Err` means no run could
 /// happen (host.toml or a flag is wrong, the lock is not free).
-/// `held`: the units the watch holds back after a crash loop.
-/// `--refresh` counts for the first run only (`first`): a watch that took it
-/// at every run would restart its subscribers at every run, and its own
-/// restarts would wake it again. `counts`: the watch's own, written with the
-/// metrics.
+/// `held`: the units the watch holds back after a crash loop; `first`:
+/// the watch's first run; `counts`: the watch's own, written with the
+/// metrics. host.toml is read once, at the cycle's start: the plan, the
+/// outputs and the watch's own settings (returned in [`Cycled`]) all take
+/// that one reading.
 pub(crate) fn cycle(
     args: &RunArgs,
     selection: &Selection,
@@ -151,19 +157,23 @@ pub(crate) fn cycle(
     counts: WatchCounts,
 ) -> anyhow::Result<Cycled> {
     let started = Instant::now();
-    let mut request = Request::of(args);
-    request.held = held;
-    if !first {
-        request.refresh.clear();
-    }
-    if !first && matches!(selection, Selection::Only(_)) {
-        request.reload_before_change = ReloadBeforeChange::UnlessReadUnchanged;
-    }
-    let mut outputs = outputs::Outputs::resolve(args);
-    outputs.watch = Some(counts);
-    let mut plan = Plan::resolve(args, &request, &outputs, started)?;
+    let request = Request::of_cycle(
+        args,
+        Cycle {
+            first,
+            for_event: matches!(selection, Selection::Only(_)),
+            held,
+        },
+    );
+    let file = ConfigFile::load(args.trust.config.path());
+    let outputs = outputs::Outputs {
+        watch: Some(counts),
+        ..outputs::Outputs::resolve(args, file.as_ref().ok())
+    };
+    let file = file?;
+    let mut plan = Plan::resolve(args, &file, &request, &outputs, started)?;
     let planned = plan.planned();
-    let inputs = plan.inputs(args);
+    let inputs = plan.inputs();
     plan.select(selection);
     let (admitted, refused) = AdmittedRun::admit_each(&plan)?;
     if admitted.policies.is_empty() {
@@ -173,6 +183,7 @@ pub(crate) fn cycle(
             concerns: Vec::new(),
             planned,
             inputs,
+            config: file,
         });
     }
     let result = Session::begin(&plan, admitted).and_then(Session::converge);
@@ -187,5 +198,6 @@ pub(crate) fn cycle(
         concerns: converged.concerns,
         planned,
         inputs,
+        config: file,
     })
 }

@@ -7,11 +7,19 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::Context as _;
 
-use super::plan::Printed;
 use crate::atomic_file;
 use crate::report::{
-    render_human, render_metrics, render_watch_metrics, Report, Style, WatchCounts,
+    render_human, render_metrics, render_watch_metrics, Report, Style, Verbosity, WatchCounts,
 };
+
+/// How the report is printed on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Printed {
+    /// `--json`: the one JSON document.
+    Json,
+    /// The human report, at this verbosity (`-q`, `-v`).
+    Human(Verbosity),
+}
 
 /// Where the report and the metrics go (`--report`/`report_file`,
 /// `--metrics`/`metrics_file`): flags over host.toml, so a run by hand

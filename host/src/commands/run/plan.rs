@@ -26,7 +26,7 @@ use crate::signature::{signature_path_for, Trust};
 use crate::subscriptions::paths::WatchPaths;
 use crate::versions::Versions;
 
-use super::outputs::Outputs;
+use super::outputs::{Outputs, Printed};
 use super::{PlannedPolicy, Selection};
 
 /// One policy to run and the settings document it runs with.
@@ -43,15 +43,6 @@ pub(super) enum Mode {
     /// `--noop`: nothing is changed or recorded; the policies say what
     /// they would do.
     Noop,
-}
-
-/// How the report is printed on stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Printed {
-    /// `--json`: the one JSON document.
-    Json,
-    /// The human report, at this verbosity (`-q`, `-v`).
-    Human(Verbosity),
 }
 
 /// What the command line asked of this run, besides the settings, as
@@ -79,10 +70,59 @@ pub(super) struct Request {
     pub(super) reload_before_change: ReloadBeforeChange,
 }
 
+/// What a watch's run is, besides the command line: built into its
+/// [`Request`] at once, never changed after.
+pub(super) struct Cycle {
+    /// The watch's first run: `--refresh` counts for it only.
+    pub(super) first: bool,
+    /// A run for an event (some policies), not the first run or a resync:
+    /// a unit read unchanged is changed without the daemon-reload first.
+    pub(super) for_event: bool,
+    /// Units the watch holds back after a crash loop.
+    pub(super) held: LeftAlone,
+}
+
 impl Request {
-    /// The command line's choices, read once; the report as `run` prints
-    /// it without flags ([`Self::reported`] reads them).
-    pub(super) fn of(args: &RunArgs) -> Self {
+    /// `host run`'s choices, read once from its command line: the run's
+    /// flags and the report's.
+    pub(super) fn of_run(args: &RunArgs, report: &ReportArgs) -> Self {
+        Self {
+            printed: match (report.json, report.quiet, report.verbose) {
+                (true, _, _) => Printed::Json,
+                (false, true, _) => Printed::Human(Verbosity::Quiet),
+                (false, false, true) => Printed::Human(Verbosity::Verbose),
+                (false, false, false) => Printed::Human(Verbosity::Normal),
+            },
+            detailed_exitcodes: report.detailed_exitcodes,
+            ..Self::base(args)
+        }
+    }
+
+    /// One run of a watch: its command line (a watch has no report flags:
+    /// it prints no report) and what the watch knows of this run.
+    /// `--refresh` counts for the first run only: a watch that took it at
+    /// every run would restart its subscribers at every run, and its own
+    /// restarts would wake it again.
+    pub(super) fn of_cycle(args: &RunArgs, cycle: Cycle) -> Self {
+        let base = Self::base(args);
+        Self {
+            refresh: if cycle.first {
+                base.refresh
+            } else {
+                Vec::new()
+            },
+            held: cycle.held,
+            reload_before_change: if cycle.for_event && !cycle.first {
+                ReloadBeforeChange::UnlessReadUnchanged
+            } else {
+                ReloadBeforeChange::Always
+            },
+            ..base
+        }
+    }
+
+    /// The choices every run's command line makes.
+    fn base(args: &RunArgs) -> Self {
         Self {
             mode: if args.noop { Mode::Noop } else { Mode::Apply },
             wait_for_lock: !args.no_wait,
@@ -94,21 +134,6 @@ impl Request {
             detailed_exitcodes: false,
             held: LeftAlone::default(),
             reload_before_change: ReloadBeforeChange::Always,
-        }
-    }
-
-    /// `run`'s report flags: how the report is printed, what the exit
-    /// status says.
-    pub(super) fn reported(self, report: &ReportArgs) -> Self {
-        Self {
-            printed: match (report.json, report.quiet, report.verbose) {
-                (true, _, _) => Printed::Json,
-                (false, true, _) => Printed::Human(Verbosity::Quiet),
-                (false, false, true) => Printed::Human(Verbosity::Verbose),
-                (false, false, false) => Printed::Human(Verbosity::Normal),
-            },
-            detailed_exitcodes: report.detailed_exitcodes,
-            ..self
         }
     }
 
@@ -127,8 +152,6 @@ impl Request {
     }
 }
 
-/// A run decided: its settings, its trust, its jobs, and how references are
-/// pulled. Every output has been checked writable; nothing is read yet.
 /// What a run read besides its policies, for `host watch` to follow: a
 /// change to one of these is a change to every policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,6 +170,9 @@ pub(crate) struct Inputs {
     pub(crate) pauses: PathBuf,
 }
 
+/// A run decided: its settings, its trust, its jobs, and how references are
+/// pulled, from one reading of host.toml. Every output has been checked
+/// writable; nothing is read yet.
 pub(super) struct Plan<'a> {
     pub(super) request: &'a Request,
     pub(super) started: Instant,
@@ -159,33 +185,48 @@ pub(super) struct Plan<'a> {
     /// Every policy the configuration lists runs: what the host remembers
     /// of policies no longer listed may be forgotten.
     pub(super) whole: bool,
+    /// What the run reads besides its policies.
+    inputs: Inputs,
 }
 
 impl<'a> Plan<'a> {
-    /// Resolves the settings (flags over host.toml over defaults), the trust
-    /// and the jobs; fails, with nothing changed, on any mistake in them.
+    /// Resolves the settings (flags over `file`, host.toml as this cycle
+    /// read it, over defaults), the trust and the jobs; fails, with nothing
+    /// changed, on any mistake in them.
     pub(super) fn resolve(
         args: &RunArgs,
+        file: &ConfigFile,
         request: &'a Request,
         outputs: &'a Outputs,
         started: Instant,
     ) -> anyhow::Result<Self> {
-        let file = ConfigFile::load(args.trust.config.path())?;
         let settings = RunSettings::resolve(
             &args.run_flags,
             &args.provider_flags,
             &args.state_flags,
-            &file,
+            file,
         )?;
         // The same values the outputs were resolved to, but a mistake in
         // them is said here, in full.
-        args.output_flags.resolve(&file)?;
+        args.output_flags.resolve(file)?;
         let versions = Versions::open(&settings.state_dir)?;
         outputs.check()?;
         check_state_and_cache(request, &settings)?;
-        let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, &file)?;
-        let jobs = jobs(args, &file)?;
-        let remote = remote(&jobs, args, &file, &settings, started)?;
+        let trust = resolve_trust(&args.trust.trusted_key, &args.trust.flags, file)?;
+        let jobs = jobs(args, file)?;
+        let remote = remote(&jobs, args, file, &settings, started)?;
+        let inputs = Inputs {
+            config: args
+                .trust
+                .config
+                .path()
+                .map_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE), Path::to_path_buf),
+            trusted_keys: trust.keys.clone(),
+            trusted_keys_dir: trust.keys_dir.clone(),
+            watch_paths: settings.watch_paths.clone(),
+            policy_dirs: policy_dirs(args, file),
+            pauses: settings.state_dir.join(crate::left_alone::pause::FILE_NAME),
+        };
         Ok(Self {
             request,
             started,
@@ -196,6 +237,7 @@ impl<'a> Plan<'a> {
             remote,
             outputs,
             whole: true,
+            inputs,
         })
     }
 
@@ -221,23 +263,9 @@ impl<'a> Plan<'a> {
             .collect()
     }
 
-    /// What this run read besides its policies.
-    pub(super) fn inputs(&self, args: &RunArgs) -> Inputs {
-        Inputs {
-            config: args
-                .trust
-                .config
-                .path()
-                .map_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE), Path::to_path_buf),
-            trusted_keys: self.trust.keys.clone(),
-            trusted_keys_dir: self.trust.keys_dir.clone(),
-            watch_paths: self.settings.watch_paths.clone(),
-            policy_dirs: policy_dirs(args),
-            pauses: self
-                .settings
-                .state_dir
-                .join(crate::left_alone::pause::FILE_NAME),
-        }
+    /// What this run reads besides its policies.
+    pub(super) fn inputs(&self) -> Inputs {
+        self.inputs.clone()
     }
 
     /// Keeps only the policies `selection` takes.
@@ -263,10 +291,11 @@ impl<'a> Plan<'a> {
 
 impl Outputs {
     /// Resolved first and on their own: a run that cannot happen (a bad
-    /// setting elsewhere, a refused policy) still writes them. When
-    /// host.toml cannot be read or names a bad value, the flags alone (the
-    /// plan then stops the run on the same mistake, said in full).
-    pub(super) fn resolve(args: &RunArgs) -> Self {
+    /// setting elsewhere, a refused policy) still writes them. `file` is
+    /// host.toml as this cycle read it; when it could not be read or names
+    /// a bad value, the flags alone (the plan then stops the run on the
+    /// same mistake, said in full).
+    pub(super) fn resolve(args: &RunArgs, file: Option<&ConfigFile>) -> Self {
         let from = |file: &ConfigFile| {
             args.output_flags.resolve(file).map(|v| Self {
                 report: v.report_file,
@@ -275,23 +304,17 @@ impl Outputs {
                 watch: None,
             })
         };
-        ConfigFile::load(args.trust.config.path())
-            .and_then(|file| from(&file))
+        file.map_or_else(|| Err(anyhow::anyhow!("no host.toml")), from)
             .or_else(|_| from(&ConfigFile::default()))
             .unwrap_or_default()
     }
 }
 
-/// Checks, before anything is changed, that every output can be written:
-/// a temporary file is created beside each and removed. A path that cannot
-/// be written is an error naming its option, and the run does not start.
 /// The directories among the policies named (on the command line, else in
 /// host.toml's `[[policy]]` sources).
-fn policy_dirs(args: &RunArgs) -> Vec<PathBuf> {
+fn policy_dirs(args: &RunArgs, file: &ConfigFile) -> Vec<PathBuf> {
     let named: Vec<String> = if args.policies.is_empty() {
-        ConfigFile::load(args.trust.config.path())
-            .map(|file| file.policies.iter().map(|p| p.source.clone()).collect())
-            .unwrap_or_default()
+        file.policies.iter().map(|p| p.source.clone()).collect()
     } else {
         args.policies.clone()
     };
@@ -302,6 +325,8 @@ fn policy_dirs(args: &RunArgs) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Checks, before anything is changed, that the state directory can be
+/// written, and a cache directory that is safe to use too.
 fn check_state_and_cache(request: &Request, settings: &RunSettings) -> anyhow::Result<()> {
     atomic_file::probe(&settings.state_dir.join("versions.json")).with_context(|| {
         format!(

@@ -289,11 +289,6 @@ fn finish(
     report
 }
 
-/// Runs one policy and builds its report from the host's own record; the
-/// provider, shared by the run's policies, is handed back. Before the policy
-/// applies anything, its subscriptions' files and packages are compared with
-/// what `watching` recorded; afterwards, what its apply made good is
-/// recorded there. Also hands back the references its services subscribe to.
 /// What every policy of a run shares.
 struct Shared<'r> {
     plan: &'r Plan<'r>,
@@ -302,6 +297,11 @@ struct Shared<'r> {
     left_alone: &'r LeftAlone,
 }
 
+/// Runs one policy and builds its report from the host's own record; the
+/// provider, shared by the run's policies, is handed back. Before the policy
+/// applies anything, its subscriptions' files and packages are compared with
+/// what `watching` recorded; afterwards, what its apply made good is
+/// recorded there. Also hands back the references its services subscribe to.
 fn run_one(
     shared: Shared<'_>,
     policy: ReadyPolicy,

@@ -24,7 +24,7 @@ mod signals;
 mod targets;
 mod wake;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -43,7 +43,7 @@ use crate::settings::ConfigFile;
 
 use self::journal::{Line, Lines};
 use self::targets::{Followed, Targets};
-use self::wake::{Due, Pending, Wake};
+use self::wake::{Cause, Due, FollowUp, Pending, Wake};
 
 /// The longest a run can take within the host's own bounds (the lock wait
 /// and the wall clock, by default 10 and 15 minutes), for the watchdog.
@@ -79,7 +79,7 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
             .map_or(0, |d| d.as_nanos() as u64);
     let mut due = Due {
         selection: Selection::All,
-        causes: vec!["start".to_owned()],
+        causes: vec![Cause::Start],
     };
     let mut next_resync = wake::next_resync(Instant::now(), timing.resync, salt);
     let mut ready = false;
@@ -90,10 +90,15 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
         let counts = WatchCounts {
             signals_dropped: bus.dropped(),
         };
-        let retry = watch.run(args, &due, counts);
+        let ran = watch.run(args, &due, counts);
         // host.toml may have changed (SIGHUP, or a change the watch saw):
-        // its timing too. A wrong one keeps the last (the run said why).
-        if let Ok(now) = Timing::resolve(watch_args) {
+        // its timing too, from the run's own reading of it. A run that
+        // could not happen keeps the last (it said why).
+        if let Some(now) = ran
+            .config
+            .as_ref()
+            .and_then(|file| Timing::of(watch_args, file).ok())
+        {
             timing = now;
         }
         bus.follow(watch.targets.units());
@@ -109,31 +114,13 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
             ready = true;
         }
         let mut pending = Pending::default();
-        let now = Instant::now();
-        for (until, cause, keys) in watch.hold_ends(now) {
-            pending.add(
-                keys,
-                cause,
-                until.checked_sub(timing.debounce).unwrap_or(until),
-            );
-        }
-        if let Some(end) = watch.pause_ends {
-            // A second late: the pause is over by then, whatever the rounding.
-            let after =
-                end.duration_since(SystemTime::now()).unwrap_or_default() + Duration::from_secs(1);
-            pending.add(None, "a pause ended".to_owned(), now + after);
-        }
-        if retry {
-            pending.add(
-                match &due.selection {
-                    Selection::All => None,
-                    Selection::Only(keys) => Some(keys.clone()),
-                },
-                "a run that could not happen".to_owned(),
-                (Instant::now() + RETRY)
-                    .checked_sub(timing.debounce)
-                    .unwrap_or_else(Instant::now),
-            );
+        for follow_up in ran.follow_ups {
+            // Due at its time: the debounce is counted before it.
+            let at = follow_up
+                .at
+                .checked_sub(timing.debounce)
+                .unwrap_or(follow_up.at);
+            pending.add(follow_up.keys, follow_up.cause, at);
         }
         match wait(
             &woken,
@@ -162,14 +149,26 @@ struct Timing {
 }
 
 impl Timing {
+    /// Before the first run: host.toml read for the watch's settings alone.
     fn resolve(args: &WatchArgs) -> anyhow::Result<Self> {
-        let file = ConfigFile::load(args.run.trust.config.path())?;
-        let values = args.watch_flags.resolve(&file)?;
+        Self::of(args, &ConfigFile::load(args.run.trust.config.path())?)
+    }
+
+    /// From a run's reading of host.toml.
+    fn of(args: &WatchArgs, file: &ConfigFile) -> anyhow::Result<Self> {
+        let values = args.watch_flags.resolve(file)?;
         Ok(Self {
             resync: values.resync,
             debounce: values.debounce,
         })
     }
+}
+
+/// What one run of the watch gave: host.toml as it read it (`None` when
+/// the run could not happen), and the runs it asks for next.
+struct Ran {
+    config: Option<ConfigFile>,
+    follow_ups: Vec<FollowUp>,
 }
 
 enum Next {
@@ -193,7 +192,7 @@ fn wait(
         if now >= next_resync {
             return Next::Run(Due {
                 selection: Selection::All,
-                causes: vec!["resync".to_owned()],
+                causes: vec![Cause::Resync],
             });
         }
         let mut until = next_resync;
@@ -208,7 +207,7 @@ fn wait(
             Ok(Wake::Stop(signal)) => return Next::Stop(signal),
             Ok(wake) => {
                 let (keys, cause) = targets.concerned(&wake);
-                pending.add(keys, cause, Instant::now());
+                pending.add(keys, Cause::Event(cause), Instant::now());
             }
             Err(RecvTimeoutError::Timeout) => {}
             // Every watcher is gone: only resyncs are left.
@@ -251,18 +250,23 @@ impl Watch {
 
     /// Runs what `due` says; logs a line per resource changed or failed.
     /// Returns whether the run could not happen (to be tried again).
-    fn run(&mut self, args: &RunArgs, due: &Due, counts: WatchCounts) -> bool {
+    /// Runs what `due` says; returns what the run read of host.toml and
+    /// the runs it asks for next: the ends of holds and of the next timed
+    /// pause, and a retry when it could not happen.
+    fn run(&mut self, args: &RunArgs, due: &Due, counts: WatchCounts) -> Ran {
         self.runs += 1;
-        let cause = due.causes.join(", ");
+        let cause = due.causes_said();
         let now = Instant::now();
         self.backoff.forget_healthy(now);
-        match run::cycle(args, &due.selection, self.runs == 1, self.held(now), counts) {
+        let cycled = run::cycle(args, &due.selection, self.runs == 1, self.held(now), counts);
+        let mut follow_ups = Vec::new();
+        let config = match cycled {
             Ok(cycled) => {
                 if self.failed.take().is_some() {
                     self.lines.note("runs happen again");
                 }
                 self.learn(&cycled, &cause);
-                false
+                Some(cycled.config)
             }
             Err(e) => {
                 let message = format!("{e:#}");
@@ -270,9 +274,30 @@ impl Watch {
                     tracing::error!("a run could not happen ({cause}): {message}");
                     self.failed = Some(message);
                 }
-                true
+                follow_ups.push(FollowUp {
+                    at: Instant::now() + RETRY,
+                    keys: match &due.selection {
+                        Selection::All => None,
+                        Selection::Only(keys) => Some(keys.clone()),
+                    },
+                    cause: Cause::Retry,
+                });
+                None
             }
+        };
+        let now = Instant::now();
+        follow_ups.extend(self.hold_ends(now));
+        if let Some(end) = self.pause_ends {
+            // A second late: the pause is over by then, whatever the rounding.
+            let after =
+                end.duration_since(SystemTime::now()).unwrap_or_default() + Duration::from_secs(1);
+            follow_ups.push(FollowUp {
+                at: now + after,
+                keys: None,
+                cause: Cause::PauseEnded,
+            });
         }
+        Ran { config, follow_ups }
     }
 
     fn learn(&mut self, cycled: &Cycled, cause: &str) {
@@ -379,12 +404,16 @@ impl Watch {
 
     /// When each hold ends, with the policies of its unit: a run then, so
     /// that a unit that stays down is started again without another event.
-    fn hold_ends(&self, now: Instant) -> Vec<(Instant, String, Option<BTreeSet<String>>)> {
+    fn hold_ends(&self, now: Instant) -> Vec<FollowUp> {
         self.backoff
             .held(now)
             .map(|(unit, until)| {
                 let (keys, _) = self.targets.concerned(&Wake::Unit(unit.to_owned()));
-                (until, format!("the hold of {unit} ended"), keys)
+                FollowUp {
+                    at: until,
+                    keys,
+                    cause: Cause::HoldEnded(unit.to_owned()),
+                }
             })
             .collect()
     }

@@ -4,6 +4,7 @@
 //! to run; the run reads everything afresh).
 
 use std::collections::BTreeSet;
+use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -27,12 +28,63 @@ pub(crate) enum Wake {
     Stop(&'static str),
 }
 
+/// Why a watch runs (as kube-rs' `ReconcileReason`): what it saw, or what
+/// it asked for itself. Its words are the lines' `CAUSE=`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// The watch began: its first, full run.
+    Start,
+    /// The periodic full run.
+    Resync,
+    /// Something a watcher saw, in words (`web.service changed`).
+    Event(String),
+    /// A unit held back after a crash loop may be started again.
+    HoldEnded(String),
+    /// An operator's timed pause ended.
+    PauseEnded,
+    /// The last run could not happen: it is tried again.
+    Retry,
+    /// Causes beyond the named ones, counted.
+    More(usize),
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Start => f.write_str("start"),
+            Cause::Resync => f.write_str("resync"),
+            Cause::Event(words) => f.write_str(words),
+            Cause::HoldEnded(unit) => write!(f, "the hold of {unit} ended"),
+            Cause::PauseEnded => f.write_str("a pause ended"),
+            Cause::Retry => f.write_str("a run that could not happen"),
+            Cause::More(n) => write!(f, "{n} more"),
+        }
+    }
+}
+
+/// A run the watch asks for after one ends (as kube-rs' `Action`): when, for
+/// which policies (`None`: all of them), and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FollowUp {
+    pub(crate) at: Instant,
+    pub(crate) keys: Option<BTreeSet<String>>,
+    pub(crate) cause: Cause,
+}
+
 /// Why a run happens, said in its log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Due {
     pub(crate) selection: Selection,
-    /// The first few causes, in words ("web.service changed").
-    pub(crate) causes: Vec<String>,
+    /// The first few causes.
+    pub(crate) causes: Vec<Cause>,
+}
+
+impl Due {
+    /// The causes in words, as the run's line says them.
+    pub(crate) fn causes_said(&self) -> String {
+        let said: Vec<String> = self.causes.iter().map(Cause::to_string).collect();
+        said.join(", ")
+    }
 }
 
 /// At most this many causes are named in a run's line; the rest counted.
@@ -45,14 +97,14 @@ pub(crate) struct Pending {
     first: Option<Instant>,
     all: bool,
     keys: BTreeSet<String>,
-    causes: Vec<String>,
+    causes: Vec<Cause>,
     more_causes: usize,
 }
 
 impl Pending {
     /// Adds a wake that concerns the policies `keys` (`None`: all of them),
     /// seen at `now`; a wake that concerns none is dropped.
-    pub(crate) fn add(&mut self, keys: Option<BTreeSet<String>>, cause: String, now: Instant) {
+    pub(crate) fn add(&mut self, keys: Option<BTreeSet<String>>, cause: Cause, now: Instant) {
         match keys {
             Some(keys) if keys.is_empty() => return,
             Some(keys) => self.keys.extend(keys),
@@ -84,7 +136,7 @@ impl Pending {
         let taken = std::mem::take(self);
         let mut causes = taken.causes;
         if taken.more_causes > 0 {
-            causes.push(format!("{} more", taken.more_causes));
+            causes.push(Cause::More(taken.more_causes));
         }
         Some(Due {
             selection: if taken.all {
@@ -119,6 +171,10 @@ pub(crate) fn next_resync(now: Instant, every: Duration, salt: u64) -> Instant {
 mod tests {
     use super::*;
 
+    fn event(words: &str) -> Cause {
+        Cause::Event(words.to_owned())
+    }
+
     fn keys(names: &[&str]) -> Option<BTreeSet<String>> {
         Some(names.iter().map(|n| (*n).to_owned()).collect())
     }
@@ -129,10 +185,10 @@ mod tests {
         let debounce = Duration::from_millis(100);
         let mut pending = Pending::default();
         assert_eq!(pending.take_if_due(t0, debounce), None);
-        pending.add(keys(&["a.wasm"]), "web.service changed".into(), t0);
+        pending.add(keys(&["a.wasm"]), event("web.service changed"), t0);
         pending.add(
             keys(&["b.wasm"]),
-            "/etc/web.conf changed".into(),
+            event("/etc/web.conf changed"),
             t0 + Duration::from_millis(60),
         );
         // The debounce counts from the first wake, not the last: a steady
@@ -149,7 +205,10 @@ mod tests {
             due.selection,
             Selection::Only(keys(&["a.wasm", "b.wasm"]).unwrap())
         );
-        assert_eq!(due.causes, ["web.service changed", "/etc/web.conf changed"]);
+        assert_eq!(
+            due.causes_said(),
+            "web.service changed, /etc/web.conf changed"
+        );
         // Taken once.
         assert_eq!(pending.take_if_due(t0 + debounce * 5, debounce), None);
     }
@@ -158,7 +217,7 @@ mod tests {
     fn a_wake_that_concerns_no_policy_wakes_nothing() {
         let t0 = Instant::now();
         let mut pending = Pending::default();
-        pending.add(keys(&[]), "other.service changed".into(), t0);
+        pending.add(keys(&[]), event("other.service changed"), t0);
         assert_eq!(pending.due_at(Duration::ZERO), None);
         assert_eq!(
             pending.take_if_due(t0 + Duration::from_secs(9), Duration::ZERO),
@@ -170,18 +229,35 @@ mod tests {
     fn a_wake_for_everything_makes_a_full_run_and_causes_are_bounded() {
         let t0 = Instant::now();
         let mut pending = Pending::default();
-        pending.add(keys(&["a.wasm"]), "a".into(), t0);
-        pending.add(None, "host.toml changed".into(), t0);
+        pending.add(keys(&["a.wasm"]), event("a"), t0);
+        pending.add(None, event("host.toml changed"), t0);
         for i in 0..10 {
-            pending.add(keys(&["a.wasm"]), format!("unit{i} changed"), t0);
+            pending.add(keys(&["a.wasm"]), event(&format!("unit{i} changed")), t0);
         }
-        pending.add(keys(&["a.wasm"]), "a".into(), t0);
+        pending.add(keys(&["a.wasm"]), event("a"), t0);
         let due = pending.take_if_due(t0, Duration::ZERO).unwrap();
         assert_eq!(due.selection, Selection::All);
         assert_eq!(
-            due.causes,
-            ["a", "host.toml changed", "unit0 changed", "9 more"]
+            due.causes_said(),
+            "a, host.toml changed, unit0 changed, 9 more"
         );
+        assert_eq!(due.causes[3], Cause::More(9));
+    }
+
+    #[test]
+    fn a_watchs_own_reasons_say_what_they_are() {
+        for (cause, words) in [
+            (Cause::Start, "start"),
+            (Cause::Resync, "resync"),
+            (
+                Cause::HoldEnded("web.service".into()),
+                "the hold of web.service ended",
+            ),
+            (Cause::PauseEnded, "a pause ended"),
+            (Cause::Retry, "a run that could not happen"),
+        ] {
+            assert_eq!(cause.to_string(), words);
+        }
     }
 
     #[test]
