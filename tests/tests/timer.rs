@@ -105,6 +105,24 @@ impl Machine {
         self.sandbox.systemctl_ok(&["daemon-reload"]);
     }
 
+    /// `systemd-analyze verify` of the installed `units` says nothing.
+    fn assert_verified(&self, units: &[&str]) {
+        let paths: Vec<String> = units
+            .iter()
+            .map(|unit| format!("/etc/systemd/system/{unit}"))
+            .collect();
+        let mut args = vec!["systemd-analyze", "verify"];
+        args.extend(paths.iter().map(String::as_str));
+        let verify = self.sandbox.exec(&args);
+        assert!(
+            verify.status.success() && verify.stderr.is_empty(),
+            "systemd-analyze verify ({}):\n{}\n{}",
+            verify.status,
+            text(&verify.stdout),
+            text(&verify.stderr)
+        );
+    }
+
     /// `systemctl show -p NAME --value UNIT`.
     fn property(&self, unit: &str, name: &str) -> String {
         let output = self
@@ -290,19 +308,7 @@ const PROBE: &str = r#"#!/bin/sh
 #[e2e_test(requires = "root, systemd")]
 fn the_units_pass_systemd_analyze_verify_and_are_hardened() {
     let m = machine();
-    let verify = m.sandbox.exec(&[
-        "systemd-analyze",
-        "verify",
-        &format!("/etc/systemd/system/{SERVICE}"),
-        &format!("/etc/systemd/system/{TIMER}"),
-    ]);
-    assert!(
-        verify.status.success() && verify.stderr.is_empty(),
-        "systemd-analyze verify ({}):\n{}\n{}",
-        verify.status,
-        text(&verify.stdout),
-        text(&verify.stderr)
-    );
+    m.assert_verified(&[SERVICE, TIMER]);
 
     // The schedule as shipped: 2 minutes after boot, then at :00, :15, :30 and :45.
     let monotonic = m.property(TIMER, "TimersMonotonic");
@@ -534,18 +540,7 @@ fn the_timer_runs_the_policies_under_the_hardened_service() {
 #[e2e_test(requires = "root, systemd")]
 fn the_watch_unit_is_enabled_replaces_the_timer_and_repairs_a_stop() {
     let m = machine();
-    let verify = m.sandbox.exec(&[
-        "systemd-analyze",
-        "verify",
-        &format!("/etc/systemd/system/{WATCH}"),
-    ]);
-    assert!(
-        verify.status.success() && verify.stderr.is_empty(),
-        "systemd-analyze verify ({}):\n{}\n{}",
-        verify.status,
-        text(&verify.stdout),
-        text(&verify.stderr)
-    );
+    m.assert_verified(&[WATCH]);
     let (exposure, security) = m.sandbox.exposure(WATCH);
     assert!(exposure <= 2.0, "exposure {exposure}:\n{security}");
     for name in ["httpd", "legacy-ftpd", "metrics-agent"] {

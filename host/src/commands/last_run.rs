@@ -212,16 +212,16 @@ impl LastRun {
 impl Timer {
     /// Asks systemd with `systemctl show`; `None` when it cannot answer.
     pub(super) fn read(systemctl: &Path, timeout: Duration) -> Option<Self> {
+        use crate::provider::systemd::words::property::{
+            ACTIVE_STATE, LAST_TRIGGER, NEXT_ELAPSE_REALTIME, UNIT_FILE_STATE,
+        };
+        let properties = format!(
+            "--property={ACTIVE_STATE},{UNIT_FILE_STATE},{NEXT_ELAPSE_REALTIME},{LAST_TRIGGER}"
+        );
         let output = ProcessRunner
             .run(
                 systemctl,
-                &[
-                    "show",
-                    "--property=ActiveState,UnitFileState,NextElapseUSecRealtime,LastTriggerUSec",
-                    "--system",
-                    "--",
-                    TIMER,
-                ],
+                &["show", &properties, "--system", "--", TIMER],
                 timeout,
             )
             .ok()
@@ -236,10 +236,10 @@ impl Timer {
         };
         Some(Self {
             unit: TIMER,
-            active: value("ActiveState"),
-            enabled: value("UnitFileState"),
-            next: value("NextElapseUSecRealtime"),
-            last: value("LastTriggerUSec"),
+            active: value(ACTIVE_STATE),
+            enabled: value(UNIT_FILE_STATE),
+            next: value(NEXT_ELAPSE_REALTIME),
+            last: value(LAST_TRIGGER),
         })
     }
 

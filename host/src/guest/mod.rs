@@ -119,6 +119,52 @@ pub struct ResourceEvent {
     pub left_alone: Option<LeftAloneEvent>,
 }
 
+/// What became of one resource, in parts that add up: every resource is
+/// exactly one of these. Decided in one place ([`ResourceEvent::outcome`],
+/// from the event the run ended with), and read by every consumer: the
+/// summary, the human report, the metrics, the watch's lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Changed, and nothing failed.
+    Changed,
+    /// Failed; `after_changes` when something was changed first (the
+    /// changes are real: a later run starts from them).
+    Failed { after_changes: bool },
+    /// Its unit was left alone (paused by the operator, held back after a
+    /// crash loop), and nothing else failed.
+    LeftAlone,
+    /// Needed nothing.
+    Unchanged,
+}
+
+impl ResourceEvent {
+    /// What became of the resource: a failure first, then a unit left
+    /// alone, then a change.
+    pub fn outcome(&self) -> Outcome {
+        if self.failed {
+            Outcome::Failed {
+                after_changes: self.changed,
+            }
+        } else if self.left_alone.is_some() {
+            Outcome::LeftAlone
+        } else if self.changed {
+            Outcome::Changed
+        } else {
+            Outcome::Unchanged
+        }
+    }
+
+    /// Whether a watch says a line of it: it changed or failed (a unit
+    /// left alone says so only when something was done of it anyway).
+    pub fn worth_a_line(&self) -> bool {
+        match self.outcome() {
+            Outcome::Changed | Outcome::Failed { .. } => true,
+            Outcome::LeftAlone => self.changed,
+            Outcome::Unchanged => false,
+        }
+    }
+}
+
 /// A resource the policy declares for other machines, and why not this
 /// one, in the policy's words (`when role = web (this machine: db)`).
 #[derive(Debug, Clone, Serialize)]

@@ -140,31 +140,7 @@ fn confirmed(mut event: ResourceEvent, host: &mut HostRecord) -> ResourceEvent {
     let name = event.resource.name().to_owned();
     let executed = done(host.executed.remove(&name).unwrap_or_default());
     let failed_calls = host.failed.remove(&name).unwrap_or_default();
-    let mut problems = Vec::new();
-    for claim in &event.actions {
-        if !executed.contains(claim) {
-            let (claim, verb) = (claim.as_str(), claim.verb().as_str());
-            match failed_calls.iter().find(|f| f.operation.verb() == verb) {
-                Some(f) => problems.push(format!(
-                    "the policy reported {name} {claim}, but its {verb} failed: {}",
-                    f.error
-                )),
-                None => problems.push(format!(
-                    "the policy reported {name} {claim}, but no {verb} was executed"
-                )),
-            }
-        }
-    }
-    // A call that failed fails its resource, whatever the policy says:
-    // a start whose unit did not stay up is never a success.
-    if !event.failed {
-        for f in &failed_calls {
-            let problem = format!("{} {name}: {}", f.operation.verb(), f.error);
-            if !problems.contains(&problem) {
-                problems.push(problem);
-            }
-        }
-    }
+    let mut problems = claims_not_executed(&event, &name, &executed, &failed_calls);
     let other_failures = !failed_calls.is_empty() || host.status_failed.contains(&name);
     event.journal = failed_calls.into_iter().flat_map(|f| f.journal).collect();
     let unreported: Vec<Done> = executed
@@ -216,6 +192,42 @@ fn confirmed(mut event: ResourceEvent, host: &mut HostRecord) -> ResourceEvent {
         .errors
         .extend(problems.into_iter().map(Untrusted::new));
     event
+}
+
+/// The policy's claimed actions the host did not execute (or whose call
+/// failed), and every call that failed, named; a call that failed fails
+/// its resource whatever the policy says (a start whose unit did not stay
+/// up is never a success).
+fn claims_not_executed(
+    event: &ResourceEvent,
+    name: &str,
+    executed: &[Done],
+    failed_calls: &[FailedCall],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for claim in &event.actions {
+        if !executed.contains(claim) {
+            let (claim, verb) = (claim.as_str(), claim.verb().as_str());
+            match failed_calls.iter().find(|f| f.operation.verb() == verb) {
+                Some(f) => problems.push(format!(
+                    "the policy reported {name} {claim}, but its {verb} failed: {}",
+                    f.error
+                )),
+                None => problems.push(format!(
+                    "the policy reported {name} {claim}, but no {verb} was executed"
+                )),
+            }
+        }
+    }
+    if !event.failed {
+        for f in failed_calls {
+            let problem = format!("{} {name}: {}", f.operation.verb(), f.error);
+            if !problems.contains(&problem) {
+                problems.push(problem);
+            }
+        }
+    }
+    problems
 }
 
 /// An event for every unit the host changed that no event named.

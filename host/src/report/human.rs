@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use crate::text::{one_line, truncate, Untrusted};
 
 use super::{Report, RunReport, Summary};
-use crate::guest::{Done, ResourceEvent};
+use crate::guest::{Done, Outcome, ResourceEvent, WatchReport};
 use crate::provider::Call;
 
 /// How much to print.
@@ -349,30 +349,78 @@ fn render_summary(out: &mut String, run: &RunReport, style: Style) {
 
 /// One resource's line; `noop`: of a `--noop` run, which records nothing.
 fn describe(r: &ResourceEvent, noop: bool, style: Style) -> String {
-    if r.failed {
-        let done = if r.actions.is_empty() {
-            String::new()
-        } else {
-            format!(" (after {})", joined_words(&r.actions))
-        };
-        let errors: Vec<String> = r.errors.iter().map(Untrusted::to_string).collect();
-        return style.red(&format!("FAILED{done}: {}", errors.join("; ")));
+    match r.outcome() {
+        Outcome::Failed { .. } => {
+            let done = if r.actions.is_empty() {
+                String::new()
+            } else {
+                format!(" (after {})", joined_words(&r.actions))
+            };
+            let errors: Vec<String> = r.errors.iter().map(Untrusted::to_string).collect();
+            style.red(&format!("FAILED{done}: {}", errors.join("; ")))
+        }
+        Outcome::LeftAlone => left_alone(r, style),
+        Outcome::Changed | Outcome::Unchanged => {
+            // Said only where nothing happened: that is when an operator
+            // asks why.
+            if let Some(message) = &r.noop_message {
+                return style.yellow(&format!("{message}{}", because(&r.watch)));
+            }
+            if r.actions.is_empty() {
+                style.dim(&format!("unchanged{}", first_seen(&r.watch, noop)))
+            } else {
+                style.green(&format!(
+                    "{}{}",
+                    joined_words(&r.actions),
+                    because(&r.watch)
+                ))
+            }
+        }
     }
-    // Why it restarted (`file#/etc/app.conf changed`), or why a watched
-    // reference did nothing yet (first seen: recorded).
-    let watch = &r.watch;
-    let because = if watch.triggered_by.is_empty() {
+}
+
+/// Why it restarted (`file#/etc/app.conf changed`), in parentheses; empty
+/// when nothing triggered it.
+fn because(watch: &WatchReport) -> String {
+    if watch.triggered_by.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = watch
+        .triggered_by
+        .iter()
+        .take(LISTED)
+        .map(|t| format!("{} {}", reference(&t.reference), one_line(&t.change)))
+        .collect();
+    let changed = watch.counts.as_ref().map_or(0, |c| c.changed);
+    format!(" ({})", listed(shown, changed))
+}
+
+/// A unit left alone: how and why, what was refused, what was done anyway
+/// (a held unit may still be enabled).
+fn left_alone(r: &ResourceEvent, style: Style) -> String {
+    let Some(alone) = &r.left_alone else {
+        return String::new();
+    };
+    let refused: Vec<&str> = alone.would.iter().map(|op| op.verb()).collect();
+    let refused = match &refused[..] {
+        [] => String::new(),
+        ops => format!("; refused: {}", ops.join(", ")),
+    };
+    let done = if r.actions.is_empty() {
         String::new()
     } else {
-        let shown: Vec<String> = watch
-            .triggered_by
-            .iter()
-            .take(LISTED)
-            .map(|t| format!("{} {}", reference(&t.reference), one_line(&t.change)))
-            .collect();
-        let changed = watch.counts.as_ref().map_or(0, |c| c.changed);
-        format!(" ({})", listed(shown, changed))
+        format!("; {}", joined_words(&r.actions))
     };
+    style.yellow(&format!(
+        "{}: {}{refused}{done}",
+        alone.kind,
+        one_line(&alone.why)
+    ))
+}
+
+/// What a run did with references seen for the first time: recorded (or,
+/// in a noop run, to be recorded by a real one), nothing restarted.
+fn first_seen(watch: &WatchReport, noop: bool) -> String {
     let recorded: Vec<&str> = watch
         .watched
         .iter()
@@ -386,7 +434,7 @@ fn describe(r: &ResourceEvent, noop: bool, style: Style) -> String {
     } else {
         "recorded"
     };
-    let recorded = if all_recorded == 0 {
+    if all_recorded == 0 {
         String::new()
     } else if all_recorded <= LISTED && recorded.len() == all_recorded {
         let names: Vec<String> = recorded.iter().map(|r| reference(r)).collect();
@@ -399,34 +447,6 @@ fn describe(r: &ResourceEvent, noop: bool, style: Style) -> String {
             " ({} references first seen: {kept}, nothing to restart)",
             thousands(all_recorded)
         )
-    };
-    // Left alone: how and why, what was refused, what was done anyway
-    // (a held unit may still be enabled).
-    if let Some(alone) = &r.left_alone {
-        let refused: Vec<&str> = alone.would.iter().map(|op| op.verb()).collect();
-        let refused = match &refused[..] {
-            [] => String::new(),
-            ops => format!("; refused: {}", ops.join(", ")),
-        };
-        let done = if r.actions.is_empty() {
-            String::new()
-        } else {
-            format!("; {}", joined_words(&r.actions))
-        };
-        return style.yellow(&format!(
-            "{}: {}{refused}{done}",
-            alone.kind,
-            one_line(&alone.why)
-        ));
-    }
-    // Said only where nothing happened: that is when an operator asks why.
-    if let Some(message) = &r.noop_message {
-        return style.yellow(&format!("{message}{because}"));
-    }
-    if r.actions.is_empty() {
-        style.dim(&format!("unchanged{recorded}"))
-    } else {
-        style.green(&format!("{}{because}", joined_words(&r.actions)))
     }
 }
 
@@ -524,120 +544,5 @@ fn joined_words(actions: &[Done]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::guest::{Counts, Source, Trigger, WatchReport};
-    use crate::subscriptions::survey::{Seen, Watched};
-
-    fn event(actions: Vec<Done>, watch: WatchReport) -> ResourceEvent {
-        ResourceEvent {
-            resource: "service#web".into(),
-            changed: !actions.is_empty(),
-            refreshed: false,
-            noop: false,
-            noop_message: None,
-            actions,
-            failed: false,
-            errors: Vec::new(),
-            requested: None,
-            final_state: None,
-            source: Source::Host,
-            watch,
-            journal: Vec::new(),
-            left_alone: None,
-        }
-    }
-
-    const PLAIN: Style = Style { color: false };
-
-    #[test]
-    fn a_few_first_seen_references_are_named() {
-        let watch = WatchReport {
-            watched: vec![Watched::seen("file#/etc/a.conf", Seen::Recorded)],
-            counts: Some(Counts {
-                recorded: 1,
-                ..Counts::default()
-            }),
-            ..WatchReport::default()
-        };
-        assert_eq!(
-            describe(&event(Vec::new(), watch.clone()), false, PLAIN),
-            "unchanged (file#/etc/a.conf first seen: recorded, nothing to restart)"
-        );
-        // A noop run records nothing.
-        assert_eq!(
-            describe(&event(Vec::new(), watch), true, PLAIN),
-            "unchanged (file#/etc/a.conf first seen: recorded by a run without --noop, \
-             nothing to restart)"
-        );
-    }
-
-    #[test]
-    fn many_references_are_counted_not_listed() {
-        let long = format!("file#/etc/{}", "a".repeat(4_000));
-        let watch = WatchReport {
-            watched: vec![Watched::seen(long.clone(), Seen::Recorded); 250],
-            triggered_by: vec![
-                Trigger {
-                    reference: long.clone(),
-                    change: "changed".into()
-                };
-                250
-            ],
-            counts: Some(Counts {
-                recorded: 10_000,
-                changed: 10_000,
-                left_out: 9_750,
-                ..Counts::default()
-            }),
-            ..WatchReport::default()
-        };
-        let unchanged = describe(&event(Vec::new(), watch.clone()), false, PLAIN);
-        assert_eq!(
-            unchanged,
-            "unchanged (10,000 references first seen: recorded, nothing to restart)"
-        );
-        let restarted = describe(&event(vec![Done::Restarted], watch), false, PLAIN);
-        assert!(
-            restarted.ends_with(" changed and 9,997 more)"),
-            "{restarted}"
-        );
-        assert!(restarted.len() < 1_000, "{}", restarted.len());
-    }
-
-    #[test]
-    fn warnings_go_under_the_event_line_and_the_rest_are_counted() {
-        let watch = WatchReport {
-            warnings: (0..250)
-                .map(|i| {
-                    Untrusted::new(format!(
-                        "foo#{i}\x1b[2J is not a file# or package# reference: not watched; it fires only on --refresh"
-                    ))
-                })
-                .collect(),
-            counts: Some(Counts {
-                not_watched: 10_000,
-                ..Counts::default()
-            }),
-            ..WatchReport::default()
-        };
-        let mut out = String::new();
-        warnings(&mut out, &event(Vec::new(), watch), PLAIN);
-        assert_eq!(
-            out,
-            "    warning: foo#0\\x1b[2J is not a file# or package# reference: not watched; it fires only on --refresh\n\
-             \x20   warning: foo#1\\x1b[2J is not a file# or package# reference: not watched; it fires only on --refresh\n\
-             \x20   warning: foo#2\\x1b[2J is not a file# or package# reference: not watched; it fires only on --refresh\n\
-             \x20   warning: 9,997 more references not watched; they fire only on --refresh\n"
-        );
-    }
-
-    #[test]
-    fn numbers_are_grouped_by_thousands() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
-        assert_eq!(thousands(10_000), "10,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
-    }
-}
+#[path = "human_tests.rs"]
+mod tests;

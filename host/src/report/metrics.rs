@@ -18,43 +18,65 @@ pub fn render_metrics(
     duration_secs: f64,
     now: SystemTime,
 ) -> String {
-    let machine: Vec<String> = machine
-        .iter()
-        .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
-        .collect();
-    let machine = machine.join(",");
-    let summary = report.map(Report::summary);
-    let count = |f: fn(&super::Summary) -> usize| summary.map_or(0, f);
-    let timestamp = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, samples: &[(&str, f64)]| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        for (labels, value) in samples {
-            let labels = with_machine(labels, &machine);
-            let _ = writeln!(out, "{name}{labels} {value}");
+    let mut gauges = Gauges::new(machine);
+    resource_gauges(&mut gauges, report);
+    timing_gauges(&mut gauges, duration_secs, now);
+    source_gauges(&mut gauges, report);
+    outcome_gauges(&mut gauges, report);
+    gauges.out
+}
+
+/// The metrics file being written: gauges, each sample with the machine's
+/// labels after its own.
+struct Gauges {
+    out: String,
+    machine: String,
+}
+
+impl Gauges {
+    fn new(machine: &[(String, String)]) -> Self {
+        let machine: Vec<String> = machine
+            .iter()
+            .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
+            .collect();
+        Self {
+            out: String::new(),
+            machine: machine.join(","),
         }
-    };
-    gauge(
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, samples: &[(&str, f64)]) {
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} gauge");
+        for (labels, value) in samples {
+            let labels = with_machine(labels, &self.machine);
+            let _ = writeln!(self.out, "{name}{labels} {value}");
+        }
+    }
+}
+
+/// What became of the last run's resources.
+fn resource_gauges(gauges: &mut Gauges, report: Option<&Report>) {
+    let summary = report.map(Report::summary);
+    let count = |f: fn(&super::Summary) -> usize| summary.map_or(0, f) as f64;
+    gauges.gauge(
         "policy_host_resources",
         "Resources in the last run, by outcome (changed, failed, left_alone and unchanged add up to total; a resource that failed after changes counts as failed; left_alone: its unit paused by the operator or held back after a crash loop).",
         &[
-            ("{state=\"total\"}", count(|s| s.resources) as f64),
-            ("{state=\"changed\"}", count(|s| s.changed) as f64),
-            ("{state=\"failed\"}", count(|s| s.failed) as f64),
-            ("{state=\"left_alone\"}", count(|s| s.left_alone) as f64),
-            ("{state=\"unchanged\"}", count(|s| s.unchanged) as f64),
+            ("{state=\"total\"}", count(|s| s.resources)),
+            ("{state=\"changed\"}", count(|s| s.changed)),
+            ("{state=\"failed\"}", count(|s| s.failed)),
+            ("{state=\"left_alone\"}", count(|s| s.left_alone)),
+            ("{state=\"unchanged\"}", count(|s| s.unchanged)),
         ],
     );
-    gauge(
+    gauges.gauge(
         "policy_host_resources_not_applied",
         "Resources the last run's policies declare for other machines: their `when` did not match this machine's facts (not counted in policy_host_resources).",
-        &[("", count(|s| s.left_out) as f64)],
+        &[("", count(|s| s.left_out))],
     );
     let [paused, held] = left_alone_by_kind(report);
-    gauge(
+    gauges.gauge(
         "policy_host_units_left_alone",
         "Resources of the last run whose unit was left alone, by why: paused by the operator or held (held back after 3 starts within 60 s, a crash loop).",
         &[
@@ -62,38 +84,53 @@ pub fn render_metrics(
             ("{reason=\"held\"}", held as f64),
         ],
     );
-    gauge(
-        "policy_host_run_duration_seconds",
-        "Duration of the last run.",
-        &[("", duration_secs)],
-    );
-    gauge(
-        "policy_host_last_run_timestamp_seconds",
-        "When the last run ended, in seconds since the Unix epoch.",
-        &[("", timestamp)],
-    );
+}
+
+/// Where the last run's policies and settings came from.
+fn source_gauges(gauges: &mut Gauges, report: Option<&Report>) {
     let (stale, info) = source_series(report);
-    gauge(
+    gauges.gauge(
         "policy_host_source_stale",
         "1 if the registry could not be reached and the last verified copy of this source ran, else 0; one series per policy and kind (policy or settings) of the last run.",
         &borrowed(&stale),
     );
-    gauge(
+    gauges.gauge(
         "policy_host_source_info",
         "Where each policy and settings source of the last run came from and the digest that ran; always 1, one series per policy and kind, replaced by the next run's.",
         &borrowed(&info),
     );
-    let restarts = restarts_by_cause(report);
-    let restarts: Vec<(String, f64)> = restarts
+}
+
+/// When the last run ended, and how long it took.
+fn timing_gauges(gauges: &mut Gauges, duration_secs: f64, now: SystemTime) {
+    let timestamp = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    gauges.gauge(
+        "policy_host_run_duration_seconds",
+        "Duration of the last run.",
+        &[("", duration_secs)],
+    );
+    gauges.gauge(
+        "policy_host_last_run_timestamp_seconds",
+        "When the last run ended, in seconds since the Unix epoch.",
+        &[("", timestamp)],
+    );
+}
+
+/// What the last run restarted, and how it ended: cut short or not, a
+/// success.
+fn outcome_gauges(gauges: &mut Gauges, report: Option<&Report>) {
+    let restarts: Vec<(String, f64)> = restarts_by_cause(report)
         .iter()
         .map(|(cause, count)| (format!("{{cause=\"{cause}\"}}"), *count as f64))
         .collect();
-    gauge(
+    gauges.gauge(
         "policy_host_restarts",
         "Services restarted by the last run, by cause: a watched file or package that changed, or a service changed earlier in the run (or named by --refresh).",
         &borrowed(&restarts),
     );
-    gauge(
+    gauges.gauge(
         "policy_host_run_interrupted",
         "1 if the last run was cut short by a signal (SIGTERM, SIGINT, SIGHUP), else 0.",
         &[(
@@ -101,12 +138,12 @@ pub fn render_metrics(
             f64::from(u8::from(report.is_some_and(|r| r.interruption().is_some()))),
         )],
     );
-    gauge(
+    let success = report.map(Report::summary).is_some_and(|s| s.success);
+    gauges.gauge(
         "policy_host_run_success",
         "1 if the last run happened and every resource converged, else 0.",
-        &[("", f64::from(u8::from(summary.is_some_and(|s| s.success))))],
+        &[("", f64::from(u8::from(success)))],
     );
-    out
 }
 
 /// A sample's labels (`{state="total"}` or none) with the machine's after them.

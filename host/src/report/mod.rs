@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::guest::{GuestOutcome, LeftOutEntry, ResourceEvent};
+use crate::guest::{GuestOutcome, LeftOutEntry, Outcome, ResourceEvent};
 use crate::provider::CallRecord;
 use crate::runtime::RunFailure;
 use crate::text::{millis, Untrusted};
@@ -84,6 +84,17 @@ pub struct CompileInfo {
     pub duration_ms: f64,
 }
 
+impl CompileInfo {
+    /// How `policy` was obtained: from the cache or compiled, and how long
+    /// that and its linking took.
+    pub fn of(policy: &crate::runtime::LoadedPolicy) -> Self {
+        Self {
+            cache: policy.cache,
+            duration_ms: millis(policy.load_time),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ProviderInfo {
     pub name: &'static str,
@@ -128,23 +139,20 @@ impl Summary {
     /// The counts of `resources`, as one policy's run: no policy-level
     /// failure, no duration, success when none failed.
     pub fn of_events(resources: &[crate::guest::ResourceEvent]) -> Self {
-        let failed = resources.iter().filter(|r| r.failed).count();
+        let count =
+            |wanted: fn(Outcome) -> bool| resources.iter().filter(|r| wanted(r.outcome())).count();
+        let failed = count(|o| matches!(o, Outcome::Failed { .. }));
         Summary {
             resources: resources.len(),
-            changed: resources
-                .iter()
-                .filter(|r| r.changed && !r.failed && r.left_alone.is_none())
-                .count(),
+            changed: count(|o| o == Outcome::Changed),
             failed,
-            failed_after_changes: resources.iter().filter(|r| r.changed && r.failed).count(),
-            left_alone: resources
-                .iter()
-                .filter(|r| !r.failed && r.left_alone.is_some())
-                .count(),
-            unchanged: resources
-                .iter()
-                .filter(|r| !r.changed && !r.failed && r.left_alone.is_none())
-                .count(),
+            failed_after_changes: count(|o| {
+                o == Outcome::Failed {
+                    after_changes: true,
+                }
+            }),
+            left_alone: count(|o| o == Outcome::LeftAlone),
+            unchanged: count(|o| o == Outcome::Unchanged),
             left_out: 0,
             policies_failed: 0,
             duration_ms: 0.0,

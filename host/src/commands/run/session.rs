@@ -24,7 +24,6 @@ use crate::service_name::CheckedName;
 use crate::subscriptions::record::{self, Records};
 use crate::subscriptions::survey::{Sources, Survey};
 use crate::subscriptions::{dpkg, Budget, Caps};
-use crate::text::millis;
 
 use super::admit::{AdmittedRun, ReadyPolicy};
 use super::plan::Plan;
@@ -162,29 +161,17 @@ impl<'a> Session<'a> {
             } else {
                 Instant::now()
             };
-            let options = RunOptions {
-                noop: plan.request.noop(),
-                refreshed: refreshed.clone(),
-                // Filled in by the runtime, once the policy declared its
-                // subscriptions and the host looked at them.
-                watched: Vec::new(),
-                settings: policy.settings.as_ref().map(|doc| doc.text.clone()),
-                facts: facts.clone(),
-            };
+            let options = options_for(plan, &policy, &refreshed, &facts);
             let key = policy.key.clone();
+            let shared = Shared {
+                plan,
+                runtime: &run.runtime,
+                left_alone: &left_alone,
+            };
             let (report, references);
-            (report, references, provider) = run_one(
-                Shared {
-                    plan,
-                    runtime: &run.runtime,
-                    left_alone: &left_alone,
-                },
-                policy,
-                options,
-                provider,
-                started,
-                &mut watching,
-            )?;
+            (report, references, provider) =
+                run_one(shared, policy, options, provider, started, &mut watching)?;
+            // What it changed counts as changed for the policies after it.
             refreshed.extend(
                 report
                     .resources
@@ -213,6 +200,24 @@ impl<'a> Session<'a> {
             lock,
             concerns,
         })
+    }
+}
+
+/// What a policy is told of its run: noop or not, what changed before it,
+/// its settings, the machine's facts (its subscriptions' changes are filled
+/// in by the runtime, once it declared them and the host looked at them).
+fn options_for(
+    plan: &Plan<'_>,
+    policy: &ReadyPolicy,
+    refreshed: &[String],
+    facts: &[Fact],
+) -> RunOptions {
+    RunOptions {
+        noop: plan.request.noop(),
+        refreshed: refreshed.to_vec(),
+        watched: Vec::new(),
+        settings: policy.settings.as_ref().map(|doc| doc.text.clone()),
+        facts: facts.to_vec(),
     }
 }
 
@@ -327,23 +332,7 @@ fn run_one(
         let Ok(declared) = declared else {
             return Ok(Vec::new());
         };
-        // Moved, not copied: the host holds one copy of the references.
-        let declared: Vec<(String, Vec<String>)> = declared
-            .into_iter()
-            .map(|s| (s.resource, s.references))
-            .collect();
-        let sources = Sources {
-            watch_paths: &plan.settings.watch_paths,
-            dpkg_status: Path::new(dpkg::STATUS_FILE),
-        };
-        watching.budget.set_deadline(deadline);
-        survey = Survey::take(
-            &admitted.name,
-            declared,
-            &watching.records,
-            &sources,
-            &mut watching.budget,
-        )?;
+        survey = watching.survey(plan, &admitted.name, declared, deadline)?;
         Ok(lend_to_guest(&mut survey))
     };
     let run = runtime.run(&compiled, options, provider, watch)?;
@@ -368,10 +357,7 @@ fn run_one(
         settings_source: settings.map(|doc| doc.admitted.source.clone()),
         noop: plan.request.noop(),
         signature: admitted.signature,
-        compile: CompileInfo {
-            cache: compiled.cache,
-            duration_ms: millis(compiled.load_time),
-        },
+        compile: CompileInfo::of(&compiled),
         provider: provider_info,
         outcome,
         calls,
@@ -379,16 +365,7 @@ fn run_one(
         duration: started.elapsed(),
     });
     if !plan.request.noop() {
-        let resources = &report.resources;
-        // A service whose restart was refused (paused, held back) has not
-        // taken its subscriptions' changes yet: the next run fires them.
-        survey.record(&report.policy, &mut watching.records, |resource| {
-            resources.iter().any(|r| {
-                r.resource == *resource
-                    && !r.failed
-                    && r.left_alone.as_ref().is_none_or(|a| a.would.is_empty())
-            })
-        });
+        record_subscriptions(&survey, &report, watching);
     }
     let references = survey
         .services
@@ -397,6 +374,20 @@ fn run_one(
         .map(|watched| watched.reference.clone())
         .collect();
     Ok((report, references, provider))
+}
+
+/// Records what the policy's apply made good of its subscriptions. A
+/// service whose restart was refused (paused, held back) has not taken its
+/// subscriptions' changes yet: the next run fires them.
+fn record_subscriptions(survey: &Survey, report: &RunReport, watching: &mut Watching) {
+    let resources = &report.resources;
+    survey.record(&report.policy, &mut watching.records, |resource| {
+        resources.iter().any(|r| {
+            r.resource == *resource
+                && !r.failed
+                && r.left_alone.as_ref().is_none_or(|a| a.would.is_empty())
+        })
+    });
 }
 
 /// What the report says of the provider: whether it could work, and how
@@ -447,4 +438,28 @@ fn give_back(survey: &mut Survey, told: Vec<crate::contract::Watched>) {
 struct Watching {
     records: Records,
     budget: Budget,
+}
+
+impl Watching {
+    /// Looks at what `policy` declared (its services' references, moved,
+    /// not copied: the host holds one copy of them) against what is
+    /// recorded, within the run's caps and `deadline`.
+    fn survey(
+        &mut self,
+        plan: &Plan<'_>,
+        policy: &str,
+        declared: Vec<crate::contract::Subscription>,
+        deadline: Instant,
+    ) -> Result<Survey, crate::text::Untrusted> {
+        let declared: Vec<(String, Vec<String>)> = declared
+            .into_iter()
+            .map(|s| (s.resource, s.references))
+            .collect();
+        let sources = Sources {
+            watch_paths: &plan.settings.watch_paths,
+            dpkg_status: Path::new(dpkg::STATUS_FILE),
+        };
+        self.budget.set_deadline(deadline);
+        Survey::take(policy, declared, &self.records, &sources, &mut self.budget)
+    }
 }

@@ -33,6 +33,7 @@ use anyhow::Context as _;
 use crate::cli::{RunArgs, WatchArgs};
 use crate::commands::run::{self, Cycled, Selection};
 use crate::contract::{ErrorKind, Operation};
+use crate::guest::Outcome as GuestOutcome;
 use crate::left_alone::backoff::{self, Backoff};
 use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
 use crate::provider::{Call, Outcome};
@@ -57,13 +58,7 @@ const RETRY: Duration = Duration::from_secs(5);
 /// watch of another user could never run (the state directory and the lock
 /// are root's) and would only retry, and hold the bus's attention, forever.
 pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
-    let euid = crate::fs_safety::euid();
-    if euid != 0 {
-        anyhow::bail!(
-            "the watch applies policies as root and keeps root's state: run it as root (as \
-             policy-host-watch.service does), not as uid {euid}"
-        );
-    }
+    refuse_unless_root()?;
     let mut timing = Timing::resolve(watch_args).context("reading the watch's settings")?;
     let args = &watch_args.run;
     let (wakes, woken) = std::sync::mpsc::channel();
@@ -113,15 +108,7 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
             notify::ready(&status);
             ready = true;
         }
-        let mut pending = Pending::default();
-        for follow_up in ran.follow_ups {
-            // Due at its time: the debounce is counted before it.
-            let at = follow_up
-                .at
-                .checked_sub(timing.debounce)
-                .unwrap_or(follow_up.at);
-            pending.add(follow_up.keys, follow_up.cause, at);
-        }
+        let mut pending = Pending::following(ran.follow_ups, timing.debounce);
         match wait(
             &woken,
             &watch.targets,
@@ -139,6 +126,19 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
             }
         }
     }
+}
+
+/// The watch is root's: another user's is refused before it starts
+/// anything.
+fn refuse_unless_root() -> anyhow::Result<()> {
+    let euid = crate::fs_safety::euid();
+    if euid != 0 {
+        anyhow::bail!(
+            "the watch applies policies as root and keeps root's state: run it as root (as \
+             policy-host-watch.service does), not as uid {euid}"
+        );
+    }
+    Ok(())
 }
 
 /// When a watch runs: `resync` and `debounce`, from the flags, else
@@ -485,8 +485,8 @@ fn log_changes(lines: &Lines, report: &Report, cause: &str) -> Option<String> {
             });
             last = Some(format!("{}: {what}", run.policy));
         }
-        for resource in run.resources.iter().filter(|r| r.changed || r.failed) {
-            let (action, what) = if resource.failed {
+        for resource in run.resources.iter().filter(|r| r.worth_a_line()) {
+            let (action, what) = if matches!(resource.outcome(), GuestOutcome::Failed { .. }) {
                 let errors: Vec<String> = resource.errors.iter().map(ToString::to_string).collect();
                 (
                     "failed".to_owned(),

@@ -122,6 +122,17 @@ impl Pending {
         }
     }
 
+    /// The runs a run asked for next, each due at its time (the debounce
+    /// is counted before it).
+    pub(crate) fn following(follow_ups: Vec<FollowUp>, debounce: Duration) -> Self {
+        let mut pending = Self::default();
+        for follow_up in follow_ups {
+            let at = follow_up.at.checked_sub(debounce).unwrap_or(follow_up.at);
+            pending.add(follow_up.keys, follow_up.cause, at);
+        }
+        pending
+    }
+
     /// When the gathered wakes are due: `debounce` after the first.
     pub(crate) fn due_at(&self, debounce: Duration) -> Option<Instant> {
         self.first.map(|first| first + debounce)

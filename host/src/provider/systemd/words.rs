@@ -106,6 +106,12 @@ pub(crate) mod property {
     pub(crate) const EXEC_MAIN_CODE: &str = "ExecMainCode";
     /// `Service.ExecMainStatus`: its exit status or signal.
     pub(crate) const EXEC_MAIN_STATUS: &str = "ExecMainStatus";
+    /// `Unit.UnitFileState`: the `is-enabled` word.
+    pub(crate) const UNIT_FILE_STATE: &str = "UnitFileState";
+    /// `Timer.NextElapseUSecRealtime`: a timer's next run.
+    pub(crate) const NEXT_ELAPSE_REALTIME: &str = "NextElapseUSecRealtime";
+    /// `Timer.LastTriggerUSec`: a timer's last run.
+    pub(crate) const LAST_TRIGGER: &str = "LastTriggerUSec";
     /// `Manager.Version`: systemd's version.
     pub(crate) const VERSION: &str = "Version";
 }
