@@ -415,27 +415,7 @@ impl Following {
             return Vec::new();
         }
         match (interface.as_str(), member.as_str()) {
-            (PROPERTIES, member::PROPERTIES_CHANGED) => {
-                let Some(unit) = self.paths.get(&path) else {
-                    return Vec::new();
-                };
-                type Changed = (String, HashMap<String, zbus::OwnedVariant>, Vec<String>);
-                let Ok((changed_interface, changed, invalidated)) =
-                    message.body().deserialize::<Changed>()
-                else {
-                    return Vec::new();
-                };
-                let moved = |name: &str| {
-                    changed.contains_key(name) || invalidated.iter().any(|i| i == name)
-                };
-                if changed_interface == UNIT
-                    && (moved(property::ACTIVE_STATE) || moved(property::SUB_STATE))
-                {
-                    vec![BusEvent::Unit(unit.clone())]
-                } else {
-                    Vec::new()
-                }
-            }
+            (PROPERTIES, member::PROPERTIES_CHANGED) => self.unit_moved(&path, message),
             (MANAGER, member::UNIT_FILES_CHANGED) => self.file_states_moved().await,
             (MANAGER, member::RELOADING) => match message.body().deserialize::<bool>() {
                 // The reload's end: the files systemd reads may differ.
@@ -448,26 +428,52 @@ impl Following {
                 }
                 _ => Vec::new(),
             },
-            (BUS, member::NAME_OWNER_CHANGED) => {
-                match message.body().deserialize::<(String, String, String)>() {
-                    Ok((name, _, new_owner)) if name == SYSTEMD && new_owner.is_empty() => {
-                        self.systemd = None;
-                        Vec::new()
-                    }
-                    Ok((name, _, new_owner)) if name == SYSTEMD => {
-                        self.systemd = Some(new_owner);
-                        // systemd keeps its subscribers across a re-execution;
-                        // a new systemd process needs asking again.
-                        match self.subscribe().await {
-                            Err(zbus::Error::MethodError(name, _, _))
-                                if name.as_str() == error::ALREADY_SUBSCRIBED => {}
-                            Err(e) => tracing::warn!("subscribing to systemd again failed: {e}"),
-                            Ok(()) => {}
-                        }
-                        vec![BusEvent::Missed("systemd came back on the bus")]
-                    }
-                    _ => Vec::new(),
+            (BUS, member::NAME_OWNER_CHANGED) => self.owner_changed(message).await,
+            _ => Vec::new(),
+        }
+    }
+
+    /// A followed unit whose `ActiveState` or `SubState` moved.
+    fn unit_moved(&self, path: &str, message: &zbus::Message) -> Vec<BusEvent> {
+        let Some(unit) = self.paths.get(path) else {
+            return Vec::new();
+        };
+        type Changed = (String, HashMap<String, zbus::OwnedVariant>, Vec<String>);
+        let Ok((changed_interface, changed, invalidated)) = message.body().deserialize::<Changed>()
+        else {
+            return Vec::new();
+        };
+        let moved =
+            |name: &str| changed.contains_key(name) || invalidated.iter().any(|i| i == name);
+        if changed_interface == UNIT
+            && (moved(property::ACTIVE_STATE) || moved(property::SUB_STATE))
+        {
+            vec![BusEvent::Unit(unit.clone())]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// systemd left the bus (nobody's signals count until it is back) or
+    /// came back under a new unique name (subscribed to again; everything
+    /// may have been missed).
+    async fn owner_changed(&mut self, message: &zbus::Message) -> Vec<BusEvent> {
+        match message.body().deserialize::<(String, String, String)>() {
+            Ok((name, _, new_owner)) if name == SYSTEMD && new_owner.is_empty() => {
+                self.systemd = None;
+                Vec::new()
+            }
+            Ok((name, _, new_owner)) if name == SYSTEMD => {
+                self.systemd = Some(new_owner);
+                // systemd keeps its subscribers across a re-execution; a new
+                // systemd process needs asking again.
+                match self.subscribe().await {
+                    Err(zbus::Error::MethodError(name, _, _))
+                        if name.as_str() == error::ALREADY_SUBSCRIBED => {}
+                    Err(e) => tracing::warn!("subscribing to systemd again failed: {e}"),
+                    Ok(()) => {}
                 }
+                vec![BusEvent::Missed("systemd came back on the bus")]
             }
             _ => Vec::new(),
         }
