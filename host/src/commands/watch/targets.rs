@@ -61,6 +61,13 @@ impl Targets {
     ) {
         let listed: BTreeSet<&str> = planned.iter().map(|p| p.key.as_str()).collect();
         let ran: BTreeSet<&str> = concerns.iter().map(|c| c.key.as_str()).collect();
+        self.learn_units(&listed, &ran, concerns);
+        self.paths = self.learn_paths(&listed, &ran, (planned, concerns), inputs);
+    }
+
+    /// The units of the policies that ran now; those of the others as
+    /// they were; none of policies no longer listed.
+    fn learn_units(&mut self, listed: &BTreeSet<&str>, ran: &BTreeSet<&str>, concerns: &[Concern]) {
         for keys in self.units.values_mut() {
             keys.retain(|k| listed.contains(k.as_str()) && !ran.contains(k.as_str()));
         }
@@ -76,9 +83,19 @@ impl Targets {
         }
         self.units.retain(|_, keys| !keys.is_empty());
         self.names.retain(|key, _| listed.contains(key.as_str()));
+    }
 
-        // Paths: subscriptions of the policies that ran now; those of the
-        // others as they were.
+    /// The paths to follow: subscriptions of the policies that ran now,
+    /// those of the others as they were, every policy's documents, and what
+    /// every run reads (host.toml, the pauses, the trusted keys, the policy
+    /// directories).
+    fn learn_paths(
+        &self,
+        listed: &BTreeSet<&str>,
+        ran: &BTreeSet<&str>,
+        (planned, concerns): (&[PlannedPolicy], &[Concern]),
+        inputs: &Inputs,
+    ) -> BTreeMap<PathBuf, (bool, Interest)> {
         let mut paths: BTreeMap<PathBuf, (bool, Interest)> = BTreeMap::new();
         for (path, (tree, interest)) in &self.paths {
             if let Interest::Policies(keys) = interest {
@@ -135,7 +152,7 @@ impl Targets {
         for dir in &inputs.policy_dirs {
             follow(dir.clone(), true, None);
         }
-        self.paths = paths;
+        paths
     }
 
     /// The units to follow on the bus.

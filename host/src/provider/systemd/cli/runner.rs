@@ -85,23 +85,7 @@ impl CommandRunner for ProcessRunner {
         timeout: Duration,
     ) -> Result<CommandOutput, RunError> {
         let deadline = Instant::now() + timeout;
-        let mut child = Command::new(program)
-            .args(args)
-            .env_clear()
-            .env("PATH", CLEAN_PATH)
-            .env("LANG", "C")
-            .env("LC_ALL", "C")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own group (id = its pid), so that a timeout kills whatever
-            // it started too.
-            .process_group(0)
-            .spawn()
-            .map_err(|source| RunError::Spawn {
-                program: program.display().to_string(),
-                source,
-            })?;
+        let mut child = spawn(program, args)?;
         let group = child.id();
         let (sender, output) = mpsc::channel();
         if let Some(pipe) = child.stdout.take() {
@@ -143,6 +127,27 @@ impl CommandRunner for ProcessRunner {
             stderr,
         })
     }
+}
+
+/// Starts `program` with a clean environment (a fixed `PATH`, the C
+/// locale), no input, its outputs piped, in its own process group (id = its
+/// pid), so that a timeout kills whatever it started too.
+fn spawn(program: &Path, args: &[&str]) -> Result<std::process::Child, RunError> {
+    Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", CLEAN_PATH)
+        .env("LANG", "C")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|source| RunError::Spawn {
+            program: program.display().to_string(),
+            source,
+        })
 }
 
 /// The command's stdout and stderr once it exited. Its output ends when
