@@ -1226,8 +1226,9 @@ fn a_unit_that_cannot_be_queued_fails_at_once_as_before() {
 /// docs/service-type.md, Verification: a start counts only when the unit
 /// stayed up through the host's settle window. One that died is a failed
 /// start (its action not reported, phase two not made), with the host's
-/// reason and, beside it, the seed's `failed to reach desired state`,
-/// whether the host ran the job to its end or queued it.
+/// reason and, beside it, the verification's `failed to reach desired
+/// state` (docs/service-type.md, item 19), whether the host ran the job to
+/// its end or queued it.
 #[test]
 fn a_start_that_did_not_stay_up_fails_and_skips_phase_two() {
     for queued in [false, true] {
