@@ -35,7 +35,7 @@ pub enum Command {
     /// Keep applying policies: one full run, then a run of the policies concerned whenever
     /// a unit, file or document they depend on changes (until SIGTERM). Takes the policies
     /// and settings `run` takes; it prints no report (a line per resource changed or failed)
-    /// and --refresh counts for its first run only.
+    /// and --refresh counts for its first run only. Root only; only systemd wakes it.
     Watch(Box<WatchArgs>),
     /// Leave units alone (all of them, when none is named): timer and watch runs refuse
     /// their changes and say "paused" until `host resume` or the time given. Root only.

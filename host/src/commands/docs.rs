@@ -204,7 +204,7 @@ fn exit_status(command: Option<&str>) -> &'static [(&'static str, &'static str)]
         ],
         Some("watch") => &[
             ("0", "SIGTERM or SIGINT ended the watch, after the run under way"),
-            ("1", "the watch could not start: host.toml could not be read, or --resync, --debounce or its [watch] settings are refused; no inotify, no thread (a run that could not happen later is said and tried again, never an exit)"),
+            ("1", "the watch could not start: not run as root (refused before anything else), host.toml could not be read, or --resync, --debounce or its [watch] settings are refused; no inotify, no thread (a run that could not happen later is said and tried again, never an exit)"),
             ("2", "a mistake on the command line"),
             ("130, 143", "a second SIGINT or SIGTERM ended the watch at once"),
         ],
