@@ -256,6 +256,48 @@ mod tests {
     }
 
     #[test]
+    fn follow_ups_are_due_at_their_time_and_the_earliest_leads() {
+        let t0 = Instant::now();
+        let debounce = Duration::from_millis(100);
+        let hold_end = t0 + Duration::from_secs(10);
+        let retry = t0 + Duration::from_secs(5);
+        let pending = Pending::following(
+            vec![
+                FollowUp {
+                    at: hold_end,
+                    keys: keys(&["a.wasm"]),
+                    cause: Cause::HoldEnded("web.service".into()),
+                },
+                FollowUp {
+                    at: retry,
+                    keys: keys(&["b.wasm"]),
+                    cause: Cause::Retry,
+                },
+            ],
+            debounce,
+        );
+        // Due at the earliest follow-up's own time, not a debounce later.
+        assert_eq!(pending.due_at(debounce), Some(retry));
+        let mut pending = pending;
+        assert_eq!(
+            pending.take_if_due(retry - Duration::from_millis(1), debounce),
+            None
+        );
+        let due = pending.take_if_due(retry, debounce).expect("due");
+        assert_eq!(
+            due.selection,
+            Selection::Only(keys(&["a.wasm", "b.wasm"]).unwrap())
+        );
+        assert_eq!(
+            due.causes_said(),
+            "the hold of web.service ended, a run that could not happen"
+        );
+        assert!(Pending::following(Vec::new(), debounce)
+            .due_at(debounce)
+            .is_none());
+    }
+
+    #[test]
     fn a_watchs_own_reasons_say_what_they_are() {
         for (cause, words) in [
             (Cause::Start, "start"),
