@@ -86,14 +86,6 @@ impl ResourceRef {
         }
     }
 
-    /// `service#NAME` of a checked name.
-    pub fn service(name: &CheckedName) -> Self {
-        Self {
-            kind: Kind::Service,
-            name: name.as_str().to_owned(),
-        }
-    }
-
     pub fn kind(&self) -> Kind {
         self.kind
     }
@@ -175,12 +167,6 @@ impl UnitName {
 impl fmt::Display for UnitName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-impl Serialize for UnitName {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
     }
 }
 

@@ -124,7 +124,7 @@ pub struct ResourceEvent {
 /// from the event the run ended with), and read by every consumer: the
 /// summary, the human report, the metrics, the watch's lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ResourceOutcome {
     /// Changed, and nothing failed.
     Changed,
     /// Failed; `after_changes` when something was changed first (the
@@ -140,17 +140,17 @@ pub enum Outcome {
 impl ResourceEvent {
     /// What became of the resource: a failure first, then a unit left
     /// alone, then a change.
-    pub fn outcome(&self) -> Outcome {
+    pub fn outcome(&self) -> ResourceOutcome {
         if self.failed {
-            Outcome::Failed {
+            ResourceOutcome::Failed {
                 after_changes: self.changed,
             }
         } else if self.left_alone.is_some() {
-            Outcome::LeftAlone
+            ResourceOutcome::LeftAlone
         } else if self.changed {
-            Outcome::Changed
+            ResourceOutcome::Changed
         } else {
-            Outcome::Unchanged
+            ResourceOutcome::Unchanged
         }
     }
 
@@ -158,9 +158,9 @@ impl ResourceEvent {
     /// left alone says so only when something was done of it anyway).
     pub fn worth_a_line(&self) -> bool {
         match self.outcome() {
-            Outcome::Changed | Outcome::Failed { .. } => true,
-            Outcome::LeftAlone => self.changed,
-            Outcome::Unchanged => false,
+            ResourceOutcome::Changed | ResourceOutcome::Failed { .. } => true,
+            ResourceOutcome::LeftAlone => self.changed,
+            ResourceOutcome::Unchanged => false,
         }
     }
 }
@@ -314,4 +314,28 @@ fn word<S: Serializer>(state: &State, s: S) -> Result<S::Ok, S::Error> {
 /// Actions as their words (`["started", "enabled"]`).
 fn words<S: Serializer>(done: &[Done], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(done.iter().map(|d| d.as_str()))
+}
+
+/// For tests: the host's event of `resource` after `actions`, the rest as
+/// a plain run leaves it; a test changes what it is about.
+#[cfg(test)]
+impl ResourceEvent {
+    pub(crate) fn of_host(resource: &str, actions: Vec<Done>) -> Self {
+        Self {
+            resource: resource.into(),
+            changed: !actions.is_empty(),
+            refreshed: false,
+            noop: false,
+            noop_message: None,
+            actions,
+            failed: false,
+            errors: Vec::new(),
+            requested: None,
+            final_state: None,
+            source: Source::Host,
+            watch: WatchReport::default(),
+            journal: Vec::new(),
+            left_alone: None,
+        }
+    }
 }

@@ -165,26 +165,11 @@ impl Room {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guest::{GuestOutcome, Source};
+    use crate::guest::GuestOutcome;
     use crate::subscriptions::Change;
 
     fn event(name: &str, actions: Vec<Done>) -> ResourceEvent {
-        ResourceEvent {
-            resource: format!("service#{name}").as_str().into(),
-            changed: !actions.is_empty(),
-            refreshed: false,
-            noop: false,
-            noop_message: None,
-            actions,
-            failed: false,
-            errors: Vec::new(),
-            requested: None,
-            final_state: None,
-            source: Source::Host,
-            watch: WatchReport::default(),
-            journal: Vec::new(),
-            left_alone: None,
-        }
+        ResourceEvent::of_host(&format!("service#{name}"), actions)
     }
 
     fn service(name: &str, references: Vec<Watched>, not_watched: Vec<String>) -> ServiceWatch {

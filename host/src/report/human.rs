@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use crate::text::{one_line, truncate, Untrusted};
 
 use super::{Report, RunReport, Summary};
-use crate::guest::{Done, Outcome, ResourceEvent, WatchReport};
+use crate::guest::{Done, ResourceEvent, ResourceOutcome, WatchReport};
 use crate::provider::Call;
 
 /// How much to print.
@@ -350,7 +350,7 @@ fn render_summary(out: &mut String, run: &RunReport, style: Style) {
 /// One resource's line; `noop`: of a `--noop` run, which records nothing.
 fn describe(r: &ResourceEvent, noop: bool, style: Style) -> String {
     match r.outcome() {
-        Outcome::Failed { .. } => {
+        ResourceOutcome::Failed { .. } => {
             let done = if r.actions.is_empty() {
                 String::new()
             } else {
@@ -359,8 +359,8 @@ fn describe(r: &ResourceEvent, noop: bool, style: Style) -> String {
             let errors: Vec<String> = r.errors.iter().map(Untrusted::to_string).collect();
             style.red(&format!("FAILED{done}: {}", errors.join("; ")))
         }
-        Outcome::LeftAlone => left_alone(r, style),
-        Outcome::Changed | Outcome::Unchanged => {
+        ResourceOutcome::LeftAlone => left_alone(r, style),
+        ResourceOutcome::Changed | ResourceOutcome::Unchanged => {
             // Said only where nothing happened: that is when an operator
             // asks why.
             if let Some(message) = &r.noop_message {

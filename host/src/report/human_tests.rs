@@ -1,25 +1,13 @@
 //! The human report's tests.
 
 use super::*;
-use crate::guest::{Counts, Source, Trigger, WatchReport};
+use crate::guest::{Counts, Trigger, WatchReport};
 use crate::subscriptions::survey::{Seen, Watched};
 
 fn event(actions: Vec<Done>, watch: WatchReport) -> ResourceEvent {
     ResourceEvent {
-        resource: "service#web".into(),
-        changed: !actions.is_empty(),
-        refreshed: false,
-        noop: false,
-        noop_message: None,
-        actions,
-        failed: false,
-        errors: Vec::new(),
-        requested: None,
-        final_state: None,
-        source: Source::Host,
         watch,
-        journal: Vec::new(),
-        left_alone: None,
+        ..ResourceEvent::of_host("service#web", actions)
     }
 }
 

@@ -411,19 +411,9 @@ mod tests {
 
     #[test]
     fn restarts_are_counted_by_what_triggered_them() {
-        use crate::guest::{ResourceEvent, Source, Trigger, WatchReport};
+        use crate::guest::{ResourceEvent, Trigger, WatchReport};
         let event = |name: &str, actions: Vec<Done>, triggers: &[&str]| ResourceEvent {
-            resource: format!("service#{name}").as_str().into(),
-            changed: !actions.is_empty(),
             refreshed: actions.contains(&Done::Restarted),
-            noop: false,
-            noop_message: None,
-            actions,
-            failed: false,
-            errors: Vec::new(),
-            requested: None,
-            final_state: None,
-            source: Source::Host,
             watch: WatchReport {
                 triggered_by: triggers
                     .iter()
@@ -434,8 +424,7 @@ mod tests {
                     .collect(),
                 ..WatchReport::default()
             },
-            journal: Vec::new(),
-            left_alone: None,
+            ..ResourceEvent::of_host(&format!("service#{name}"), actions)
         };
         let mut report = run("web.wasm", source("/p.wasm", "sha256:aa", false), None);
         report.resources = vec![

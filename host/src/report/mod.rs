@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::guest::{GuestOutcome, LeftOutEntry, Outcome, ResourceEvent};
+use crate::guest::{GuestOutcome, LeftOutEntry, ResourceEvent, ResourceOutcome};
 use crate::provider::CallRecord;
 use crate::runtime::RunFailure;
 use crate::text::{millis, Untrusted};
@@ -139,20 +139,21 @@ impl Summary {
     /// The counts of `resources`, as one policy's run: no policy-level
     /// failure, no duration, success when none failed.
     pub fn of_events(resources: &[crate::guest::ResourceEvent]) -> Self {
-        let count =
-            |wanted: fn(Outcome) -> bool| resources.iter().filter(|r| wanted(r.outcome())).count();
-        let failed = count(|o| matches!(o, Outcome::Failed { .. }));
+        let count = |wanted: fn(ResourceOutcome) -> bool| {
+            resources.iter().filter(|r| wanted(r.outcome())).count()
+        };
+        let failed = count(|o| matches!(o, ResourceOutcome::Failed { .. }));
         Summary {
             resources: resources.len(),
-            changed: count(|o| o == Outcome::Changed),
+            changed: count(|o| o == ResourceOutcome::Changed),
             failed,
             failed_after_changes: count(|o| {
-                o == Outcome::Failed {
+                o == ResourceOutcome::Failed {
                     after_changes: true,
                 }
             }),
-            left_alone: count(|o| o == Outcome::LeftAlone),
-            unchanged: count(|o| o == Outcome::Unchanged),
+            left_alone: count(|o| o == ResourceOutcome::LeftAlone),
+            unchanged: count(|o| o == ResourceOutcome::Unchanged),
             left_out: 0,
             policies_failed: 0,
             duration_ms: 0.0,
@@ -457,7 +458,6 @@ mod phase_tests {
     fn a_resource_left_alone_is_counted_apart_and_the_parts_add_up() {
         use crate::left_alone::{Kind, LeftAloneEvent};
         let event = |changed: bool, failed: bool, alone: bool| crate::guest::ResourceEvent {
-            resource: "service#web".into(),
             changed,
             failed,
             left_alone: alone.then(|| LeftAloneEvent {
@@ -465,16 +465,7 @@ mod phase_tests {
                 why: "held".into(),
                 would: vec![crate::contract::Operation::Start],
             }),
-            refreshed: false,
-            noop: false,
-            noop_message: None,
-            actions: Vec::new(),
-            errors: Vec::new(),
-            requested: None,
-            final_state: None,
-            source: crate::guest::Source::Host,
-            watch: crate::guest::WatchReport::default(),
-            journal: Vec::new(),
+            ..crate::guest::ResourceEvent::of_host("service#web", Vec::new())
         };
         let resources = [
             event(true, false, true),

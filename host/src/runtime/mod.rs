@@ -15,9 +15,7 @@ use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::contract::{
-    self, service_provider, types, ContractVersion, Operation, Progress, ProviderError,
-};
+use crate::contract::{self, service_provider, types, Operation, Progress, ProviderError};
 use crate::limits::{LimitExceeded, Limits};
 use crate::provider::Provider;
 pub use cache::{CacheOutcome, CompileCache};
@@ -168,14 +166,6 @@ pub struct LoadedPolicy {
     pub cache: CacheOutcome,
     /// Time to compile (or load) and link it.
     pub load_time: Duration,
-}
-
-impl LoadedPolicy {
-    /// The contract version the policy was built against (this host's own
-    /// or an earlier one it still runs).
-    pub fn contract(&self) -> ContractVersion {
-        self.pre.contract()
-    }
 }
 
 /// Compiles and runs policies. Build it once per process: the engine and the

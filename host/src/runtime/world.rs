@@ -55,15 +55,6 @@ impl Pre {
         Err(first_error.expect("at least one version"))
     }
 
-    /// The version the policy was built against.
-    pub(super) fn contract(&self) -> ContractVersion {
-        match self {
-            Self::V0_6(_) => ContractVersion::V0_6,
-            Self::V0_5(_) => ContractVersion::V0_5,
-            Self::V0_4(_) => ContractVersion::V0_4,
-        }
-    }
-
     pub(super) fn instantiate(&self, store: &mut Store<HostState>) -> wasmtime::Result<Instance> {
         Ok(match self {
             Self::V0_6(pre) => Instance::V0_6(pre.instantiate(store)?),

@@ -33,7 +33,7 @@ use anyhow::Context as _;
 use crate::cli::{RunArgs, WatchArgs};
 use crate::commands::run::{self, Cycled, Selection};
 use crate::contract::{ErrorKind, Operation};
-use crate::guest::Outcome as GuestOutcome;
+use crate::guest::ResourceOutcome;
 use crate::left_alone::backoff::{self, Backoff};
 use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
 use crate::provider::{Call, Outcome};
@@ -486,7 +486,7 @@ fn log_changes(lines: &Lines, report: &Report, cause: &str) -> Option<String> {
             last = Some(format!("{}: {what}", run.policy));
         }
         for resource in run.resources.iter().filter(|r| r.worth_a_line()) {
-            let (action, what) = if matches!(resource.outcome(), GuestOutcome::Failed { .. }) {
+            let (action, what) = if matches!(resource.outcome(), ResourceOutcome::Failed { .. }) {
                 let errors: Vec<String> = resource.errors.iter().map(ToString::to_string).collect();
                 (
                     "failed".to_owned(),
