@@ -645,11 +645,9 @@ fn oci_sources_read_the_registry_login_where_the_package_puts_it() {
 
 /// Waits up to 10 s for `unit` to be active again (a repair by the watch).
 fn repaired(sandbox: &Sandbox, unit: &str) -> bool {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while sandbox.is_active(unit) != "active" && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    sandbox.is_active(unit) == "active"
+    policy_host_e2e::watching::eventually(std::time::Duration::from_secs(10), || {
+        sandbox.is_active(unit) == "active"
+    })
 }
 
 /// The watch's journal since it was installed (the unit's own and systemd's

@@ -10,7 +10,7 @@ use policy_host_e2e::machine::{machine, Machine};
 use policy_host_e2e::outcome::text;
 use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::watching::{
-    eventually, install_settings, journal, start_watch, wait_quiet, REPORT, SETTINGS, WATCH,
+    eventually, install_settings, journal, report_stamp, start_watch, wait_quiet, SETTINGS, WATCH,
 };
 
 /// SIGHUP: the watch reads host.toml again and runs everything, as its
@@ -63,14 +63,6 @@ impl Drop for Attacker<'_> {
     }
 }
 
-/// The report file's inode: every run writes the report anew (a new file
-/// renamed into place), so a changed inode is a run.
-fn report_inode(m: &Machine) -> String {
-    text(&m.sandbox.exec(&["stat", "-c", "%i", REPORT]).stdout)
-        .trim()
-        .to_owned()
-}
-
 /// The watch's unique names on the system bus, as `busctl list` shows them
 /// to anyone (with their PID): every connection the watch holds now.
 fn unique_names(m: &Machine) -> Vec<String> {
@@ -119,7 +111,7 @@ fn signals_sent_straight_to_the_watch_by_another_user_wake_nothing() {
     let attacker = Attacker::create(&m, "ph-attacker");
     let names = unique_names(&m).join(" ");
     let pid = m.sandbox.main_pid(&format!("{WATCH}.service"));
-    let runs_before = report_inode(&m);
+    let runs_before = report_stamp(&m);
 
     let unit_path = "/org/freedesktop/systemd1/unit/wx_2dweb_2eservice";
     let forged: [String; 4] = [
@@ -150,7 +142,7 @@ fn signals_sent_straight_to_the_watch_by_another_user_wake_nothing() {
     // Far longer than the debounce and a run.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
-        report_inode(&m),
+        report_stamp(&m),
         runs_before,
         "no run for 100 forged signals:\n{}",
         journal(&m)
