@@ -3,6 +3,7 @@
 //! people, as one JSON document, or as Prometheus metrics. Renders only: it
 //! holds no contract type and decides nothing about what to believe.
 
+pub mod catalogue;
 mod human;
 mod metrics;
 
