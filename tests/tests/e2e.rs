@@ -24,6 +24,7 @@ mod hostile;
 mod key_interop;
 mod local_attacker;
 mod memory_budget;
+mod monitoring;
 mod no_systemd;
 mod operator;
 mod parallel_jobs;

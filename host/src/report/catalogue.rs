@@ -263,3 +263,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "catalogue_docs.rs"]
+mod catalogue_docs;
