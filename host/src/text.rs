@@ -98,7 +98,7 @@ pub fn lines(text: &str) -> impl Iterator<Item = Cow<'_, str>> {
 /// Reports hold a guest's free text (its errors, its noop messages, the
 /// reason it stopped) as `Untrusted`: JSON gets it as it was, exactly; a
 /// terminal only ever through this `Display`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct Untrusted(String);
 
@@ -154,6 +154,56 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Milliseconds with microsecond precision, as reports show durations.
 pub fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// `n` with a comma between groups of three digits: `10,000`.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// The bytes `value` takes written as JSON (compact), counted without
+/// building the text.
+pub fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    let mut count = Count::default();
+    // Only a Serialize impl that fails could fail; the host's never do.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.bytes
+}
+
+/// The bytes `value` takes in a pretty-printed JSON report (two spaces an
+/// indent, as reports are written) as an element of a list `depth` levels
+/// deep: its lines indented, the line break before it and the comma after
+/// it.
+pub fn json_len_at<T: serde::Serialize + ?Sized>(value: &T, depth: usize) -> usize {
+    let mut count = Count::default();
+    let _ = serde_json::to_writer_pretty(&mut count, value);
+    count.bytes + (count.lines + 1) * 2 * depth + 2
+}
+
+/// Counts what a writer is given: bytes, and line breaks.
+#[derive(Default)]
+struct Count {
+    bytes: usize,
+    lines: usize,
+}
+
+impl std::io::Write for Count {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.bytes += bytes.len();
+        self.lines += bytes.iter().filter(|b| **b == b'\n').count();
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -216,5 +266,27 @@ mod tests {
         assert_eq!(hex(&[0, 0xab, 0xff]), "00abff");
         assert_eq!(millis(Duration::from_micros(1500)), 1.5);
         assert_eq!(millis(Duration::from_nanos(1_234_567)), 1.235);
+    }
+
+    #[test]
+    fn thousands_and_json_len() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(199_873), "199,873");
+        assert_eq!(thousands(1_048_576), "1,048,576");
+        let text = Untrusted::new("a\n\u{1}\u{85}");
+        assert_eq!(
+            json_len(&text),
+            serde_json::to_vec(&text).unwrap().len(),
+            "counted as written"
+        );
+        assert_eq!(json_len(&[1, 22]), "[1,22]".len());
+        // In a list two levels deep: "\n    {\n      \"a\": 1\n    }," is
+        // what the element adds.
+        let element = serde_json::json!({ "a": 1 });
+        assert_eq!(
+            json_len_at(&element, 2),
+            "\n    {\n      \"a\": 1\n    },".len()
+        );
     }
 }

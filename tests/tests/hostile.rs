@@ -502,16 +502,153 @@ fn enormous_report_is_truncated_at_the_report_limit() {
     let json = r.json();
     assert_eq!(json["failure"], Value::Null);
     let kept = json["resources"].as_array().unwrap().len();
-    // Each event holds 19 bytes of text ("service#unit-000000").
-    assert!(kept > 0 && kept * 19 <= 100_000, "kept {kept} events");
+    // Each event is charged its JSON, about 230 bytes.
+    assert!(kept > 0 && kept * 200 <= 100_000, "kept {kept} events");
     let errors = strings(&json["errors"]);
     assert_eq!(
         errors,
         [format!(
-            "report truncated: kept {kept} of 200000 events, the report limit is 100000 bytes"
+            "report truncated: {} of 200,000 resources not shown (report limit 100000 bytes)",
+            thousands(200_000 - kept)
         )]
     );
     assert_eq!(json["summary"]["resources"], kept);
+    assert!(
+        r.stdout.len() <= 100_000 + REPORT_ALLOWANCE,
+        "{}",
+        r.stdout.len()
+    );
+    assert_no_systemctl(&fake);
+}
+
+/// What a JSON report may take beyond `--report-limit`: the host's own
+/// fields (policy, source, signature, compile, provider, summary, its
+/// notices of what it cut), with no call and an empty log.
+const REPORT_ALLOWANCE: usize = 8 * 1024;
+
+/// What the report for people may take beyond `--report-limit`: the same,
+/// and, for each of its five lists, 4 KiB beyond the list's JSON
+/// (`host::report::human`).
+const HUMAN_ALLOWANCE: usize = REPORT_ALLOWANCE + 5 * 4096;
+
+/// `n` with a comma between groups of three digits, as the host writes
+/// counts.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// 200,000 resources left out with empty reasons made a 4.4 MB report
+/// under a 1 MiB limit when only their text was counted: the limit bounds
+/// the report as written, stdout's and `--report`'s, and the report for
+/// people; the summary counts every entry.
+#[test]
+fn two_hundred_thousand_left_out_entries_are_held_to_the_report_limit() {
+    let fake = FakeSystemctl::new();
+    for limit in [None, Some(100_000)] {
+        let file = fake.root().join("report.json");
+        let mut args = vec!["--report", file.to_str().unwrap()];
+        let limit_text = limit.map(|l: usize| l.to_string());
+        if let Some(limit) = &limit_text {
+            args.extend(["--report-limit", limit]);
+        }
+        let limit = limit.unwrap_or(1 << 20);
+        let r = bad_report(&fake, "many-left-out", &args);
+        r.assert_exit(1);
+        assert!(
+            r.elapsed < Duration::from_secs(30),
+            "200,000 entries took {:?}",
+            r.elapsed
+        );
+        assert!(
+            r.stdout.len() <= limit + REPORT_ALLOWANCE,
+            "a JSON report of {} bytes under a limit of {limit}",
+            r.stdout.len()
+        );
+        let written = fs::read(&file).unwrap();
+        assert!(
+            written.len() <= limit + REPORT_ALLOWANCE,
+            "a report file of {} bytes under a limit of {limit}",
+            written.len()
+        );
+        let json = r.json();
+        let shown = json["left_out"].as_array().map_or(0, Vec::len);
+        assert!(shown > limit / 100, "what fits is shown: {shown}");
+        assert_eq!(
+            json["summary"]["left_out"], 200_000,
+            "counted before cutting"
+        );
+        assert_eq!(
+            strings(&json["errors"]),
+            [format!(
+                "report truncated: {} of 200,000 left-out entries not shown (report limit {limit} bytes)",
+                thousands(200_000 - shown)
+            )]
+        );
+        eprintln!(
+            "limit {limit}: JSON report {} bytes, file {} bytes, {shown} entries shown",
+            r.stdout.len(),
+            written.len()
+        );
+
+        // The report for people: bounded too, and it says what it left out.
+        let mut human_args = vec!["--settings"];
+        let settings = write_file(&fake, "mode.txt", "many-left-out");
+        human_args.push(settings.to_str().unwrap());
+        if let Some(limit) = &limit_text {
+            human_args.extend(["--report-limit", limit]);
+        }
+        let r = host(&fake, &hostile("bad-report"), &human_args);
+        r.assert_exit(1);
+        assert!(
+            r.stdout.len() <= limit + HUMAN_ALLOWANCE,
+            "a human report of {} bytes under a limit of {limit}",
+            r.stdout.len()
+        );
+        assert_contains(&r.stdout, "left-out entries not shown");
+        eprintln!("limit {limit}: human report {} bytes", r.stdout.len());
+    }
+    assert_no_systemctl(&fake);
+}
+
+/// 200,000 events with tiny names, likewise.
+#[test]
+fn two_hundred_thousand_events_are_held_to_the_report_limit() {
+    let fake = FakeSystemctl::new();
+    let r = bad_report(&fake, "many-events", &[]);
+    r.assert_exit(1);
+    assert!(
+        r.stdout.len() <= (1 << 20) + REPORT_ALLOWANCE,
+        "{}",
+        r.stdout.len()
+    );
+    let kept = r.json()["resources"].as_array().unwrap().len();
+    assert_contains(
+        &r.stdout,
+        &format!(
+            "report truncated: {} of 200,000 resources not shown (report limit 1048576 bytes)",
+            thousands(200_000 - kept)
+        ),
+    );
+    let settings = write_file(&fake, "mode.txt", "many-events");
+    let r = host(
+        &fake,
+        &hostile("bad-report"),
+        &["--settings", settings.to_str().unwrap()],
+    );
+    r.assert_exit(1);
+    assert!(
+        r.stdout.len() <= (1 << 20) + HUMAN_ALLOWANCE,
+        "{}",
+        r.stdout.len()
+    );
     assert_no_systemctl(&fake);
 }
 

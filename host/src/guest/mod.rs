@@ -4,7 +4,9 @@
 //! A policy is untrusted. Everything it returns is checked here before any
 //! other part of the host sees it: resource names must be `service#NAME`
 //! with a valid service name, every string and list is bounded, and the whole
-//! text (its failure message included) is held to `--report-limit`.
+//! report is held to `--report-limit` as it is written: each entry of each
+//! list costs the bytes of its JSON, and what does not fit is cut with an
+//! error saying how many entries of which list were not shown.
 //!
 //! **The host believes only what it did.** In a normal run each resource's
 //! actions, `changed`, `refreshed` and final state come from the calls the
@@ -30,9 +32,8 @@ use crate::contract;
 use crate::provider::{CallRecord, UnitState};
 use crate::resource::ResourceRef;
 use crate::runtime::RunFailure;
-use crate::service_name::quote;
 use crate::subscriptions::survey::Survey;
-use crate::text::{truncate, Untrusted, TRUNCATED};
+use crate::text::{json_len_at, truncate, Untrusted, TRUNCATED};
 
 mod bounds;
 mod reconcile;
@@ -40,7 +41,7 @@ mod subscriptions;
 #[cfg(test)]
 mod tests;
 
-use self::bounds::{MAX_ERRORS_PER_EVENT, MAX_GUEST_STRING};
+use self::bounds::{Bounded, Budget, MAX_GUEST_STRING};
 use self::reconcile::HostRecord;
 pub use crate::contract::{Done, State};
 pub use subscriptions::{Counts, Trigger, WatchReport};
@@ -137,6 +138,41 @@ pub enum ResourceOutcome {
     Unchanged,
 }
 
+impl ResourceOutcome {
+    /// Its word in the machine's state: `changed`, `failed`,
+    /// `failed-after-changes`, `left-alone`, `unchanged`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceOutcome::Changed => "changed",
+            ResourceOutcome::Failed {
+                after_changes: false,
+            } => "failed",
+            ResourceOutcome::Failed {
+                after_changes: true,
+            } => "failed-after-changes",
+            ResourceOutcome::LeftAlone => "left-alone",
+            ResourceOutcome::Unchanged => "unchanged",
+        }
+    }
+
+    /// The outcome `word` names ([`Self::as_str`]).
+    pub fn parse(word: &str) -> Option<Self> {
+        [
+            ResourceOutcome::Changed,
+            ResourceOutcome::Failed {
+                after_changes: false,
+            },
+            ResourceOutcome::Failed {
+                after_changes: true,
+            },
+            ResourceOutcome::LeftAlone,
+            ResourceOutcome::Unchanged,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == word)
+    }
+}
+
 impl ResourceEvent {
     /// What became of the resource: a failure first, then a unit left
     /// alone, then a change.
@@ -189,88 +225,69 @@ pub struct GuestOutcome {
     /// [`LeftOutEntry::unit_applied`]; one whose unit the host changed and
     /// the report has no event of is dropped with an error.
     pub left_out: Vec<LeftOutEntry>,
+    /// How many resources the policy left out on this machine: all of
+    /// them, also those `--report-limit` did not show (an entry whose unit
+    /// another entry applied is not counted).
+    pub left_out_count: usize,
     /// Problems with the run as a whole: policy-level errors from the guest,
     /// a malformed or truncated report.
     pub errors: Vec<Untrusted>,
     /// Why the policy did not finish: a limit, a trap (panic, stack overflow).
     pub failure: Option<RunFailure>,
-    /// What is left of `--report-limit` for the rest of the guest's text
-    /// (its subscriptions' references).
+    /// What is left of `--report-limit` for the rest of the guest's report
+    /// (its subscriptions' references), with what each event reserved for
+    /// its subscriptions' counts.
     room: usize,
 }
 
 impl GuestOutcome {
     /// Checks a guest's report (or takes its failure), keeping at most
-    /// `max_bytes` of guest text, and reconciles it with `calls`, the host's
-    /// record of what this policy's run executed.
+    /// `max_bytes` of it as its JSON is written (`guest/bounds.rs`), and
+    /// reconciles it with `calls`, the host's record of what this policy's
+    /// run executed.
     pub fn new(
         outcome: Result<contract::Report, RunFailure>,
         calls: &[CallRecord],
         noop: bool,
         max_bytes: usize,
     ) -> Self {
-        let (claimed, mut errors, mut left_out, failure, cut, used) = match outcome {
-            Ok(report) => {
-                let kept = bounds::bounded_report(report, max_bytes);
-                (
-                    kept.events,
-                    kept.errors,
-                    kept.left_out,
-                    None,
-                    kept.cut,
-                    kept.used,
-                )
-            }
+        let mut budget = Budget::new(max_bytes);
+        let reserve = subscriptions::counts_reserve();
+        // A noop run executes nothing: its claims are the policy's.
+        let host = (!noop).then(|| HostRecord::of(calls));
+        let (kept, failure) = match outcome {
+            Ok(report) => (
+                bounds::bounded_report(report, host, &mut budget, reserve),
+                None,
+            ),
             Err(mut failure) => {
                 failure.message = Untrusted::new(truncate(
                     failure.message.as_raw().to_owned(),
                     MAX_GUEST_STRING.min(max_bytes),
                     TRUNCATED,
                 ));
-                let used = failure.message.len();
+                budget.charge(json_len_at(&failure, bounds::LIST_DEPTH));
+                let events = host.map_or_else(Vec::new, |host| {
+                    bounds::host_events(host, true, &mut budget, reserve)
+                });
                 (
-                    Vec::new(),
-                    Vec::new(),
-                    Vec::new(),
+                    Bounded {
+                        events,
+                        errors: Vec::new(),
+                        left_out: Vec::new(),
+                        left_out_count: 0,
+                    },
                     Some(failure),
-                    false,
-                    used,
                 )
             }
         };
-        let resources = if noop {
-            claimed
-        } else {
-            reconcile::reconcile(claimed, HostRecord::of(calls), cut || failure.is_some())
-        };
-        // An entry left out whose unit the report applied under another
-        // entry (one unit, an entry per kind of machine) is no
-        // contradiction: said with the event beside it. A unit the host
-        // changed that the report gives no event of was not left out,
-        // whatever the policy says.
-        left_out.retain_mut(|entry| {
-            let events = || {
-                resources
-                    .iter()
-                    .filter(|r| r.resource.same_unit(&entry.resource))
-            };
-            entry.unit_applied = events().any(|r| r.requested.is_some());
-            let unreported = !entry.unit_applied && events().next().is_some();
-            if unreported {
-                errors.push(Untrusted::new(format!(
-                    "malformed report: {} is said left out, and it was applied",
-                    quote(&entry.resource.to_string())
-                )));
-            }
-            !unreported
-        });
-        errors.truncate(MAX_ERRORS_PER_EVENT + 1);
         Self {
-            resources,
-            left_out,
-            errors,
+            room: budget.left() + reserve * kept.events.len(),
+            resources: kept.events,
+            left_out: kept.left_out,
+            left_out_count: kept.left_out_count,
+            errors: kept.errors,
             failure,
-            room: max_bytes.saturating_sub(used),
         }
     }
 

@@ -1,8 +1,10 @@
 //! What the host believes of a policy's report: each claimed event's
 //! actions, `changed`, `refreshed` and final state replaced by the host's
-//! own record of the calls it executed and the statuses they returned;
-//! every disagreement named as a failure of the resource; and an event of
-//! its own for every unit the host changed that the report left out.
+//! own record of the calls it executed and the statuses they returned
+//! ([`confirmed`], one event at a time, so that `guest/bounds.rs` charges
+//! the report limit what is written); every disagreement named as a
+//! failure of the resource; and an event of its own for every unit the
+//! host changed that the report left out ([`unreported`]).
 
 use crate::resource::ResourceRef;
 use std::collections::{BTreeMap, BTreeSet};
@@ -119,24 +121,9 @@ fn joined(done: &[Done]) -> String {
     }
 }
 
-/// The guest's events with their outcomes replaced by the host's record,
-/// then an event for every unit the host changed that no event names.
-pub(super) fn reconcile(
-    claimed: Vec<ResourceEvent>,
-    mut host: HostRecord,
-    report_incomplete: bool,
-) -> Vec<ResourceEvent> {
-    let mut events: Vec<ResourceEvent> = claimed
-        .into_iter()
-        .map(|event| confirmed(event, &mut host))
-        .collect();
-    events.extend(unreported(host, report_incomplete));
-    events
-}
-
 /// A claimed event, its outcome replaced by the host's record of it (which
 /// is taken out of `host`), failed with every disagreement named.
-fn confirmed(mut event: ResourceEvent, host: &mut HostRecord) -> ResourceEvent {
+pub(super) fn confirmed(mut event: ResourceEvent, host: &mut HostRecord) -> ResourceEvent {
     let name = event.resource.name().to_owned();
     let executed = done(host.executed.remove(&name).unwrap_or_default());
     let failed_calls = host.failed.remove(&name).unwrap_or_default();
@@ -231,7 +218,7 @@ fn claims_not_executed(
 }
 
 /// An event for every unit the host changed that no event named.
-fn unreported(mut host: HostRecord, report_incomplete: bool) -> Vec<ResourceEvent> {
+pub(super) fn unreported(mut host: HostRecord, report_incomplete: bool) -> Vec<ResourceEvent> {
     let mut events = Vec::new();
     for name in host.order {
         let Some(executed) = host.executed.remove(&name) else {

@@ -1,10 +1,11 @@
 //! What the host found of each service's subscriptions, added to its event.
 //! The references are the guest's text: a policy may declare 10,000 of
 //! 4,000 bytes each, so they count against `--report-limit` with the rest
-//! of its text. What matters most goes in first (what triggered a restart,
-//! then the warnings, then every watched reference's state); what does not
-//! fit is left out and counted, and the counts of each state always cover
-//! every reference.
+//! of its report, each entry charged its JSON as written. What matters most
+//! goes in first (what triggered a restart, then the warnings, then every
+//! watched reference's state); what does not fit is left out and counted,
+//! and the counts of each state always cover every reference (each event
+//! reserved room for them: [`counts_reserve`]).
 
 use std::collections::HashMap;
 
@@ -12,7 +13,7 @@ use serde::Serialize;
 
 use super::{Done, ResourceEvent};
 use crate::subscriptions::survey::{Seen, ServiceWatch, Survey, Watched};
-use crate::text::Untrusted;
+use crate::text::{json_len_at, Untrusted};
 
 /// What the report says of a service's subscriptions (flattened into its
 /// event).
@@ -59,6 +60,43 @@ pub struct Counts {
     pub left_out: usize,
 }
 
+/// How deep an event's fields are in a report (`policies[i].resources[j]`,
+/// pretty-printed), and so its lists' entries one deeper.
+const EVENT_DEPTH: usize = super::bounds::LIST_DEPTH + 1;
+
+/// What `counts` take in their event's JSON as written.
+fn counts_cost(counts: &Counts) -> usize {
+    r#""reference_counts": "#.len() + json_len_at(counts, EVENT_DEPTH)
+}
+
+/// The most a service's `reference_counts` take in its event's JSON: each
+/// event reserves it, so that the counts always fit. A guest's memory holds
+/// fewer than 2^32 references, so no count is longer than `u32::MAX`.
+pub(super) fn counts_reserve() -> usize {
+    let most = u32::MAX as usize;
+    counts_cost(&Counts {
+        recorded: most,
+        unchanged: most,
+        changed: most,
+        unreadable: most,
+        not_watched: most,
+        left_out: most,
+    })
+}
+
+/// What `entry` adds to a list (`key`) of an event as written: with the
+/// list's own key, line breaks and brackets when it is the first (an empty
+/// list is not written).
+fn cost<T: Serialize>(list_empty: bool, key: &str, entry: &T) -> usize {
+    let list = if list_empty {
+        // `,\n`, the indent, `"key": [`, and `\n`, the indent, `]`.
+        2 * (2 * EVENT_DEPTH + 2) + key.len() + 5
+    } else {
+        0
+    };
+    list + json_len_at(entry, EVENT_DEPTH + 1)
+}
+
 impl Counts {
     fn of(watch: &ServiceWatch) -> Self {
         let mut counts = Self {
@@ -78,7 +116,8 @@ impl Counts {
 }
 
 /// Adds to each of `events` what `survey` found of its service's
-/// references, within `room` bytes of text: first, in every event, the
+/// references, within `room` bytes of JSON (with what each event reserved
+/// for its counts, which always go in): first, in every event, the
 /// references that triggered it (those that changed, when the service was
 /// restarted, or found stopped, started: what a triggered subscription does
 /// then, or would have in a noop run); then the warnings; then the watched
@@ -94,8 +133,12 @@ pub(super) fn annotate(events: &mut [ResourceEvent], survey: &Survey, room: usiz
         .iter()
         .map(|e| by_resource.get(e.resource.to_string().as_str()).copied())
         .collect();
+    // The counts go in whatever is left: what each takes when the lists
+    // are done (its `left_out` too) is held back first.
+    let reserve = counts_reserve();
     for (event, watch) in events.iter_mut().zip(&watches) {
         if let Some(watch) = watch {
+            room.0 = room.0.saturating_sub(reserve);
             event.watch.counts = Some(Counts::of(watch));
         }
     }
@@ -112,19 +155,25 @@ pub(super) fn annotate(events: &mut [ResourceEvent], survey: &Survey, room: usiz
             let Seen::Changed { change } = &watched.seen else {
                 continue;
             };
-            let change = change.to_string();
-            if room.take(&mut event.watch, watched.reference.len() + change.len()) {
-                event.watch.triggered_by.push(Trigger {
-                    reference: watched.reference.clone(),
-                    change,
-                });
+            let trigger = Trigger {
+                reference: watched.reference.clone(),
+                change: change.to_string(),
+            };
+            let bytes = cost(
+                event.watch.triggered_by.is_empty(),
+                "triggered_by",
+                &trigger,
+            );
+            if room.take(&mut event.watch, bytes) {
+                event.watch.triggered_by.push(trigger);
             }
         }
     }
     for (event, watch) in events.iter_mut().zip(&watches) {
         let Some(watch) = watch else { continue };
         for warning in &watch.not_watched {
-            if room.take(&mut event.watch, warning.len()) {
+            let bytes = cost(event.watch.warnings.is_empty(), "warnings", warning);
+            if room.take(&mut event.watch, bytes) {
                 event.watch.warnings.push(Untrusted::new(warning.clone()));
             }
         }
@@ -132,14 +181,14 @@ pub(super) fn annotate(events: &mut [ResourceEvent], survey: &Survey, room: usiz
     for (event, watch) in events.iter_mut().zip(&watches) {
         let Some(watch) = watch else { continue };
         for watched in &watch.references {
-            let error = match &watched.seen {
-                Seen::Unreadable { error } => error.len(),
-                _ => 0,
-            };
-            if room.take(&mut event.watch, watched.reference.len() + error) {
+            let bytes = cost(event.watch.watched.is_empty(), "watched", watched);
+            if room.take(&mut event.watch, bytes) {
                 event.watch.watched.push(watched.clone());
             }
         }
+    }
+    for counts in events.iter().filter_map(|e| e.watch.counts.as_ref()) {
+        room.0 += reserve.saturating_sub(counts_cost(counts));
     }
     room.0
 }
@@ -193,8 +242,10 @@ mod tests {
             .collect()
     }
 
-    fn json_len(events: &[ResourceEvent]) -> usize {
-        serde_json::to_string(events).unwrap().len()
+    /// `events` as a report of several policies writes them (pretty).
+    fn written(events: &[ResourceEvent]) -> usize {
+        let report = serde_json::json!({ "policies": [{ "resources": events }] });
+        serde_json::to_string_pretty(&report).unwrap().len()
     }
 
     #[test]
@@ -215,6 +266,7 @@ mod tests {
         };
         let limit = 1 << 20;
         let mut events = vec![event("web", Vec::new())];
+        let before = written(&events);
         let room = annotate(&mut events, &survey, limit);
         let watch = &events[0].watch;
         let counts = watch.counts.clone().unwrap();
@@ -224,13 +276,41 @@ mod tests {
         assert!(listed > 100 && listed < 300, "{listed} listed");
         assert_eq!(counts.left_out, 20_000 - listed);
         assert!(room < 4_100, "what fits is used: {room} left");
-        // JSON adds a few bytes of its own per entry, never the references
-        // the limit left out.
+        // Charged as written: the event grew by at most what was charged.
+        assert!(written(&events) - before <= limit - room);
+    }
+
+    #[test]
+    fn two_hundred_thousand_tiny_references_are_charged_as_written() {
+        let tiny: Vec<Watched> = (0..200_000)
+            .map(|i| Watched::seen(format!("file#/{i}"), Seen::Unchanged))
+            .collect();
+        let survey = Survey {
+            services: vec![service("web", tiny, Vec::new())],
+        };
+        let limit = 100_000;
+        let mut events = vec![event("web", Vec::new())];
+        let before = written(&events);
+        let room = annotate(&mut events, &survey, limit);
         assert!(
-            json_len(&events) < limit + 100 * listed,
+            written(&events) - before <= limit - room,
             "{}",
-            json_len(&events)
+            written(&events)
         );
+        let counts = events[0].watch.counts.clone().unwrap();
+        assert_eq!(counts.unchanged, 200_000);
+        assert_eq!(counts.left_out, 200_000 - events[0].watch.watched.len());
+        assert!(counts.left_out > 150_000, "{counts:?}");
+    }
+
+    #[test]
+    fn what_an_event_reserves_holds_any_counts() {
+        let counts = Counts {
+            recorded: u32::MAX as usize,
+            left_out: 123,
+            ..Counts::default()
+        };
+        assert!(counts_cost(&counts) <= counts_reserve());
     }
 
     #[test]
@@ -265,10 +345,10 @@ mod tests {
         let first = &events[0].watch;
         assert_eq!(
             first.watched.len(),
-            4,
-            "the rest of the room: 4 of 1,000 bytes"
+            3,
+            "the rest of the room: 3 of 1,000 bytes and their JSON"
         );
-        assert_eq!(first.counts.as_ref().unwrap().left_out, 96);
+        assert_eq!(first.counts.as_ref().unwrap().left_out, 97);
         assert_eq!(first.counts.as_ref().unwrap().unchanged, 100);
     }
 
@@ -312,6 +392,8 @@ mod tests {
         };
         outcome.watch(&survey);
         let watched = outcome.resources[0].watch.watched.len();
-        assert_eq!(watched, (100_000 - 20 * 4_000) / 1_000, "{watched}");
+        // 20 errors of about 4,020 bytes as written, then references of
+        // about 1,100.
+        assert_eq!(watched, 17, "{watched}");
     }
 }

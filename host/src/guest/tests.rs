@@ -383,5 +383,146 @@ fn resources_left_out_are_kept_checked_and_never_one_the_host_changed() {
     assert!(out
         .errors
         .iter()
-        .any(|e| e.as_raw().contains("resources left out")));
+        .any(|e| e.as_raw().contains("left-out entries not shown")));
+    assert_eq!(out.left_out_count, 1000, "counted before cutting");
+}
+
+// ------------------------------------------------- the report limit, as written
+
+/// The lists of `out` as the JSON report writes them (pretty, in a report
+/// of several policies, the deepest), and its length.
+fn written(out: &GuestOutcome) -> usize {
+    serde_json::to_vec_pretty(&serde_json::json!({ "policies": [{
+        "resources": out.resources,
+        "left_out": out.left_out,
+        "errors": out.errors,
+        "failure": out.failure,
+    }]}))
+    .unwrap()
+    .len()
+}
+
+/// What the host's own fields add to the lists it bounds: the keys above,
+/// and its notices of what it cut (one per list, each under 160 bytes).
+const ALLOWANCE: usize = 4 * 160 + 64;
+
+/// The error that says `list` was cut, and how many of its entries.
+fn cut_error(out: &GuestOutcome, list: &str) -> (usize, usize, String) {
+    let error = out
+        .errors
+        .iter()
+        .map(|e| e.as_raw().to_owned())
+        .find(|e| e.starts_with("report truncated: ") && e.contains(&format!(" {list} not shown")))
+        .unwrap_or_else(|| panic!("no error says {list} were cut: {:?}", out.errors));
+    let number = |word: &str| word.replace(',', "").parse::<usize>().unwrap();
+    let words: Vec<&str> = error.split(' ').collect();
+    (number(words[2]), number(words[4]), error)
+}
+
+#[test]
+fn two_hundred_thousand_left_out_entries_with_empty_reasons_stay_within_the_limit() {
+    let report = contract::Report {
+        events: Vec::new(),
+        errors: Vec::new(),
+        left_out: (0..200_000)
+            .map(|i| left_out(&format!("service#u{i}"), ""))
+            .collect(),
+    };
+    let limit = 1 << 20;
+    let out = GuestOutcome::new(Ok(report), &[], false, limit);
+    assert!(written(&out) <= limit + ALLOWANCE, "{}", written(&out));
+    assert!(written(&out) > limit - 100, "what fits is shown");
+    let (not_shown, given, error) = cut_error(&out, "left-out entries");
+    assert_eq!((not_shown, given), (200_000 - out.left_out.len(), 200_000));
+    assert_eq!(
+        error,
+        format!(
+            "report truncated: {} of 200,000 left-out entries not shown (report limit 1048576 bytes)",
+            crate::text::thousands(not_shown)
+        )
+    );
+    assert_eq!(out.left_out_count, 200_000, "counted before cutting");
+}
+
+#[test]
+fn two_hundred_thousand_events_with_tiny_names_stay_within_the_limit() {
+    for noop in [false, true] {
+        let report = contract::Report {
+            events: (0..200_000)
+                .map(|i| event(&format!("u{i}"), &[], None))
+                .collect(),
+            errors: Vec::new(),
+            left_out: Vec::new(),
+        };
+        let limit = 100_000;
+        let out = GuestOutcome::new(Ok(report), &[], noop, limit);
+        assert!(written(&out) <= limit + ALLOWANCE, "{}", written(&out));
+        let (not_shown, given, _) = cut_error(&out, "resources");
+        assert_eq!((not_shown, given), (200_000 - out.resources.len(), 200_000));
+        assert!(!out.resources.is_empty());
+    }
+}
+
+#[test]
+fn claims_the_host_answers_count_as_written() {
+    // Eight claimed actions, none executed: the host's eight errors on
+    // each event are what is written, and what is charged.
+    let claims = [Action::Started; 8];
+    let report = contract::Report {
+        events: (0..10_000)
+            .map(|i| event(&format!("u{i}"), &claims, None))
+            .collect(),
+        errors: Vec::new(),
+        left_out: Vec::new(),
+    };
+    let limit = 100_000;
+    let out = GuestOutcome::new(Ok(report), &[], false, limit);
+    assert!(
+        out.resources[0].errors.len() >= 8,
+        "{:?}",
+        out.resources[0].errors
+    );
+    assert!(written(&out) <= limit + ALLOWANCE, "{}", written(&out));
+    cut_error(&out, "resources");
+}
+
+#[test]
+fn two_hundred_thousand_policy_errors_are_cut_and_said() {
+    let report = contract::Report {
+        events: Vec::new(),
+        errors: vec![String::new(); 200_000],
+        left_out: Vec::new(),
+    };
+    let out = GuestOutcome::new(Ok(report), &[], false, 1 << 20);
+    let (not_shown, given, error) = cut_error(&out, "errors");
+    assert_eq!((not_shown, given), (199_900, 200_000));
+    assert!(error.ends_with("(at most 100 are shown)"), "{error}");
+
+    // Control characters are six bytes each in JSON: charged as written.
+    let report = contract::Report {
+        events: Vec::new(),
+        errors: vec!["\u{1}".repeat(4_000); 100],
+        left_out: Vec::new(),
+    };
+    let limit = 64 * 1024;
+    let out = GuestOutcome::new(Ok(report), &[], false, limit);
+    assert!(written(&out) <= limit + ALLOWANCE, "{}", written(&out));
+    let (not_shown, given, _) = cut_error(&out, "errors");
+    assert_eq!((not_shown, given), (98, 100), "two of 24,000 bytes fit");
+}
+
+#[test]
+fn left_out_reasons_of_control_characters_count_as_written() {
+    let report = contract::Report {
+        events: Vec::new(),
+        errors: Vec::new(),
+        left_out: (0..10_000)
+            .map(|i| left_out(&format!("service#u{i}"), &"\u{1}".repeat(512)))
+            .collect(),
+    };
+    let limit = 100_000;
+    let out = GuestOutcome::new(Ok(report), &[], false, limit);
+    assert!(written(&out) <= limit + ALLOWANCE, "{}", written(&out));
+    assert_eq!(out.left_out_count, 10_000);
+    cut_error(&out, "left-out entries");
 }

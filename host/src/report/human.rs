@@ -3,10 +3,17 @@
 //! Every string that came from a policy or a policy file is made safe for
 //! the terminal (`text::one_line`, `text::lines`): one field stays one line,
 //! and no control character or bidirectional override reaches the screen.
+//!
+//! Bounded as the JSON report is: the lines of each of a run's lists (its
+//! resources, the resources left out, its errors, its log, its calls) take
+//! at most what the list takes in the JSON report and [`SLACK`] bytes (an
+//! escape can be longer than JSON's, a name column pads); past that, one
+//! line says how many entries were not shown. `--report-limit` bounds the
+//! JSON, and so this.
 
 use std::fmt::Write as _;
 
-use crate::text::{one_line, truncate, Untrusted};
+use crate::text::{json_len, one_line, thousands, truncate, Untrusted};
 
 use super::{Report, RunReport, Summary};
 use crate::guest::{Done, ResourceEvent, ResourceOutcome, WatchReport};
@@ -202,14 +209,11 @@ fn unavailable(run: &RunReport) -> Option<&str> {
 /// unit's journal lines and the subscriptions' warnings under it. Returns
 /// the width of the name column.
 fn render_resources(out: &mut String, run: &RunReport, quiet: bool, style: Style) -> usize {
-    let width = run
-        .resources
-        .iter()
-        .map(|r| one_line(&r.resource.to_string()).len())
-        .max()
-        .unwrap_or(0);
+    let width = name_column(run.resources.iter().map(|r| &r.resource));
     let unavailable = unavailable(run);
+    let mut lines = Lines::new(out, json_len(&run.resources));
     for r in run.resources.iter().filter(|r| !quiet || r.failed) {
+        let mut out = String::new();
         let line = match unavailable {
             // Said once, above; each resource only says that it was not checked.
             Some(detail)
@@ -235,9 +239,11 @@ fn render_resources(out: &mut String, run: &RunReport, quiet: bool, style: Style
             );
         }
         if !quiet {
-            warnings(out, r, style);
+            warnings(&mut out, r, style);
         }
+        lines.add(&out);
     }
+    lines.finish("resources", style);
     width
 }
 
@@ -245,33 +251,30 @@ fn render_resources(out: &mut String, run: &RunReport, quiet: bool, style: Style
 /// entry whose unit another entry applied (its line is above) says it is
 /// the other entry that was not applied.
 fn render_left_out(out: &mut String, run: &RunReport, width: usize, style: Style) {
-    let width = run
-        .left_out
-        .iter()
-        .map(|l| one_line(&l.resource.to_string()).len())
-        .max()
-        .unwrap_or(0)
-        .max(width);
+    let width = name_column(run.left_out.iter().map(|l| &l.resource)).max(width);
+    let mut lines = Lines::new(out, json_len(&run.left_out));
     for entry in &run.left_out {
         let what = if entry.unit_applied {
             "other entry not applied"
         } else {
             "not applied"
         };
-        let _ = writeln!(
-            out,
-            "{:<width$}  {}",
+        lines.add(&format!(
+            "{:<width$}  {}\n",
             one_line(&entry.resource.to_string()),
             style.dim(&format!("{what}: {}", entry.why))
-        );
+        ));
     }
+    lines.finish("resources left out", style);
 }
 
 /// The run's own errors, a policy's failure, and the policy's log.
 fn render_problems(out: &mut String, run: &RunReport, quiet: bool, style: Style) {
+    let mut lines = Lines::new(out, json_len(&run.errors));
     for e in &run.errors {
-        let _ = writeln!(out, "{}", style.red(&format!("error: {e}")));
+        lines.add(&format!("{}\n", style.red(&format!("error: {e}"))));
     }
+    lines.finish("errors", style);
     if let Some(failure) = &run.failure {
         let _ = writeln!(
             out,
@@ -284,14 +287,17 @@ fn render_problems(out: &mut String, run: &RunReport, quiet: bool, style: Style)
     }
     if !run.log.as_raw().trim().is_empty() && (!quiet || !run.summary.success) {
         let _ = writeln!(out, "policy log:");
+        let mut lines = Lines::new(out, json_len(&run.log));
         for line in run.log.lines() {
-            let _ = writeln!(out, "  | {line}");
+            lines.add(&format!("  | {line}\n"));
         }
+        lines.finish("lines of the log", style);
     }
 }
 
 /// Every provider call, with its duration (`-v`).
 fn render_calls(out: &mut String, run: &RunReport, width: usize, style: Style) {
+    let mut lines = Lines::new(out, json_len(&run.calls));
     for call in &run.calls {
         let service = call
             .service
@@ -303,12 +309,12 @@ fn render_calls(out: &mut String, run: &RunReport, width: usize, style: Style) {
             Some(e) => style.red(&format!("{}: {e}", call.outcome)),
         };
         let ms = call.duration.as_secs_f64() * 1000.0;
-        let _ = writeln!(
-            out,
-            "  call {:<13} {service:<width$}  {ms:>8.1} ms  {outcome}",
+        lines.add(&format!(
+            "  call {:<13} {service:<width$}  {ms:>8.1} ms  {outcome}\n",
             call.operation.verb()
-        );
+        ));
     }
+    lines.finish("calls", style);
 }
 
 /// The summary line, and what a noop run's counts are.
@@ -524,17 +530,66 @@ fn warnings(out: &mut String, r: &ResourceEvent, style: Style) {
     }
 }
 
-/// `n` with a comma between groups of three digits: `10,000`.
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
+/// The longest name the column of resource names is padded to: a longer
+/// name is written whole, and pads no other line.
+const NAME_COLUMN: usize = 40;
+
+/// The width of the column of `names`: the longest, at most
+/// [`NAME_COLUMN`].
+fn name_column<'r>(names: impl Iterator<Item = &'r crate::resource::ResourceRef>) -> usize {
+    names
+        .map(|name| one_line(&name.to_string()).len())
+        .max()
+        .unwrap_or(0)
+        .min(NAME_COLUMN)
+}
+
+/// What the lines of one list may take beyond what the list takes in the
+/// JSON report.
+const SLACK: usize = 4096;
+
+/// The lines of one of a run's lists, held to `json` (what the list takes
+/// in the JSON report) and [`SLACK`]: an entry whose lines do not fit ends
+/// the list, and one line says how many entries were not shown.
+struct Lines<'o> {
+    out: &'o mut String,
+    room: usize,
+    not_shown: usize,
+}
+
+impl<'o> Lines<'o> {
+    fn new(out: &'o mut String, json: usize) -> Self {
+        Self {
+            out,
+            room: json + SLACK,
+            not_shown: 0,
         }
-        out.push(digit);
     }
-    out
+
+    /// Writes one entry's `lines` when they fit, and nothing was cut before.
+    fn add(&mut self, lines: &str) {
+        if self.not_shown == 0 && lines.len() <= self.room {
+            self.room -= lines.len();
+            self.out.push_str(lines);
+        } else {
+            self.not_shown += 1;
+        }
+    }
+
+    /// Says how many `what` were not shown, when some were not.
+    fn finish(self, what: &str, style: Style) {
+        if self.not_shown > 0 {
+            let _ = writeln!(
+                self.out,
+                "{}",
+                style.yellow(&format!(
+                    "({} more {what} not shown here: the report for people is held \
+                     to the size of the JSON report; see --json)",
+                    thousands(self.not_shown)
+                ))
+            );
+        }
+    }
 }
 
 /// Actions as a report line writes them: `started, enabled`.

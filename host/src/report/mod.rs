@@ -215,13 +215,14 @@ impl RunReport {
         let GuestOutcome {
             resources,
             left_out,
+            left_out_count,
             errors,
             failure,
             ..
         } = record.outcome;
         let policy_failed = !errors.is_empty() || failure.is_some();
         let mut summary = Summary::of_events(&resources);
-        summary.left_out = left_out.iter().filter(|l| !l.unit_applied).count();
+        summary.left_out = left_out_count;
         summary.policies_failed = usize::from(policy_failed);
         summary.duration_ms = millis(record.duration);
         summary.success = summary.failed == 0 && !policy_failed;
