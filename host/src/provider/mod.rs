@@ -30,7 +30,8 @@ pub use systemd::{StatusVia, SystemdConfig};
 use self::backend::Backend;
 pub use self::guard::ReloadBeforeChange;
 use self::guard::{
-    Deadline, Guard, Guarded, Jobs, LeftAloneUnits, Names, Noop, Record, Reload, Settle,
+    Deadline, Guard, Guarded, Jobs, LeftAloneUnits, Names, Noop, Record, Reload, Settle, Stack,
+    Units,
 };
 use self::runner::{find_in_path, CommandRunner, ProcessRunner};
 use self::systemd::SystemdBackend;
@@ -59,21 +60,30 @@ pub fn systemd_with(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Sy
     guarded(SystemdBackend::new(&config, runner), guard)
 }
 
-/// The guard stack over `backend`, as tower's `ServiceBuilder` builds one
-/// outside the service: its layers in the order an operation meets them
-/// (the list at the top of `guard/mod.rs`).
+/// The guard stack over `backend`, built here as tower's `ServiceBuilder`
+/// builds one, outside the service: its layers listed in the order an
+/// operation meets them (why in this order: the list at the top of
+/// `guard/mod.rs`).
 pub(crate) fn guarded<B: Backend>(backend: B, guard: Guard) -> Guarded<B> {
-    Guarded {
-        names: Names::new(guard.allow), // 1-3: name, allowlist, availability
-        left_alone: LeftAloneUnits::new(guard.left_alone), // 4: units left alone
-        reload: Reload::new(guard.reload_before_change), // 5: the run's daemon-reload
-        noop: Noop { on: guard.noop },  // 6: noop
-        deadline: Deadline::new(guard.timeout), // 7: deadline
-        jobs: Jobs::new(guard.jobs),    // 8: the backend, its jobs followed
-        settle: Settle::new(guard.settle), //    and its starts' settle windows
-        backend,
-        record: Record::default(), // 9: the record of every call
-    }
+    Stack::new()
+        // Every call recorded, whatever a layer below does with it.
+        .layer(Record::default())
+        // The name checked, allowed, and the backend available.
+        .layer(Names::new(guard.allow))
+        // Units left alone: refused before any reload.
+        .layer(LeftAloneUnits::new(guard.left_alone))
+        // A dry run refuses changes (its Reload, below, never reloads).
+        .layer(Noop::new(guard.noop))
+        // Each exchange's time, from here down.
+        .layer(Deadline::new(guard.timeout))
+        // The unit-specific stack: the run's daemon-reload...
+        .layer(Reload::new(guard.reload_before_change, guard.noop))
+        // ...over the backend, its jobs followed and its starts settled.
+        .over(Units::new(
+            backend,
+            Jobs::new(guard.jobs),
+            Settle::new(guard.settle),
+        ))
 }
 
 /// The running systemd's version as it says it over the system bus (the

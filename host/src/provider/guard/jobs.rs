@@ -6,10 +6,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::{job_key, starts, Guarded};
+use super::{job_key, starts, Run, Units};
 use crate::contract::{JobOutcome, Operation, Progress, ProviderError};
-use crate::provider::backend::{Applied, Backend, Change, JobId, JobResult};
-use crate::provider::{job_result, Call, Outcome};
+use crate::provider::backend::{Applied, Backend, Budget, Change, JobId, JobResult};
+use crate::provider::{job_result, Outcome};
 use crate::service_name::CheckedName;
 use crate::text::Untrusted;
 
@@ -28,7 +28,7 @@ pub(super) enum Awaited<'a> {
     All,
 }
 
-/// The layer's state for one run: the jobs queued and not yet ended, and
+/// [`Units`]' state for one run: the jobs queued and not yet ended, and
 /// how each unit's last one ended.
 #[derive(Debug, Clone)]
 pub(crate) struct Jobs {
@@ -63,13 +63,14 @@ pub(super) struct PendingJob {
     submitted: Instant,
 }
 
-impl<B: Backend> Guarded<B> {
+impl<B: Backend> Units<B> {
     /// When `job` is given up: its timeout from submission, cut at the run's
-    /// deadline. Also: whether the job would be cancelled then.
-    pub(super) fn job_until(&self, job: &PendingJob) -> (Instant, GiveUp) {
-        let timeout = job.submitted + self.deadline.timeout;
+    /// deadline (both in `time`). Also: whether the job would be cancelled
+    /// then.
+    pub(super) fn job_until(job: &PendingJob, time: &Budget) -> (Instant, GiveUp) {
+        let timeout = job.submitted + time.timeout;
         let mut until = (timeout, GiveUp::Timeout);
-        if let Some(deadline) = self.deadline.at().filter(|d| *d < until.0) {
+        if let Some(deadline) = time.deadline.filter(|d| *d < until.0) {
             until = (deadline, GiveUp::Deadline);
         }
         if let Some(since) = crate::interrupt::since() {
@@ -84,7 +85,8 @@ impl<B: Backend> Guarded<B> {
     /// Waits for the jobs `awaited` names, completing the record of every
     /// job that ends meanwhile; a job still pending when it is given up
     /// (see [`GiveUp`]) ends `timed-out`.
-    pub(super) fn wait_for(&mut self, awaited: Awaited<'_>) {
+    pub(super) fn wait_for(&mut self, awaited: Awaited<'_>, run: &mut Run<'_>) {
+        let time = run.budget();
         loop {
             let targets: Vec<usize> = (0..self.jobs.pending.len())
                 .filter(|&i| match awaited {
@@ -94,7 +96,7 @@ impl<B: Backend> Guarded<B> {
                 .collect();
             let Some((first, (until, why))) = targets
                 .iter()
-                .map(|&i| (i, self.job_until(&self.jobs.pending[i])))
+                .map(|&i| (i, Self::job_until(&self.jobs.pending[i], &time)))
                 .min_by_key(|(_, (until, _))| *until)
             else {
                 return;
@@ -105,7 +107,7 @@ impl<B: Backend> Guarded<B> {
             let ended = self.backend.wait_jobs(&ids, slice);
             let some_ended = !ended.is_empty();
             for (id, result) in ended {
-                self.job_ended(id, result);
+                self.job_ended(id, result, run);
             }
             if some_ended {
                 if matches!(awaited, Awaited::Any) {
@@ -116,8 +118,8 @@ impl<B: Backend> Guarded<B> {
             if Instant::now() >= until {
                 let job = self.jobs.pending[first].clone();
                 let what = self.backend.abandon(job.id, why != GiveUp::Interrupted);
-                let error = why.error(&job, self.deadline.timeout, &what);
-                self.job_ended(job.id, Err(error));
+                let error = why.error(&job, time.timeout, &what);
+                self.job_ended(job.id, Err(error), run);
                 if matches!(awaited, Awaited::Any) {
                     return;
                 }
@@ -129,20 +131,26 @@ impl<B: Backend> Guarded<B> {
     /// ended, and keeps that for the unit's next `status`; a start or
     /// restart that ended well opens its settle window, one that failed is
     /// explained in systemd's words and the unit's.
-    pub(super) fn job_ended(&mut self, id: JobId, result: JobResult) {
+    pub(super) fn job_ended(&mut self, id: JobId, result: JobResult, run: &mut Run<'_>) {
         let Some(at) = self.jobs.pending.iter().position(|j| j.id == id) else {
             return;
         };
         let job = self.jobs.pending.remove(at);
         let (result, journal) = match result {
             Err(error) if starts(job.change) && !matches!(error, ProviderError::TimedOut(_)) => {
-                let (error, journal) = self.explain(&job.unit, error, job.submitted);
+                let (error, journal) = self.explain(&job.unit, error, job.submitted, &run.budget());
                 (Err(error), journal)
             }
             other => (other, Vec::new()),
         };
         if result.is_ok() && starts(job.change) {
-            self.open_window(&job.unit, job.operation, job.record, job.submitted);
+            self.open_window(
+                &job.unit,
+                job.operation,
+                job.record,
+                job.submitted,
+                &run.budget(),
+            );
         }
         tracing::debug!(
             operation = job.operation.verb(),
@@ -151,7 +159,7 @@ impl<B: Backend> Guarded<B> {
             error = result.as_ref().err().map(ProviderError::message),
             "job ended"
         );
-        if let Some(call) = self.record.get_mut(job.record) {
+        if let Some(call) = run.calls.get_mut(job.record) {
             call.outcome = result.as_ref().err().map_or(Outcome::Ok, Outcome::of);
             call.error = result.as_ref().err().map(|e| Untrusted::new(e.message()));
             call.journal = journal;
@@ -166,46 +174,47 @@ impl<B: Backend> Guarded<B> {
         );
     }
 
-    /// Makes `change` on `unit`, waiting first for a slot (and for a job of
-    /// the same unit); a queued job is followed, or, with `jobs = 1`,
-    /// awaited here.
-    pub(super) fn submit(
+    /// Makes the change `operation` asks for on `unit`, waiting first for
+    /// a slot (and for a job of the same unit); a queued job is followed,
+    /// or, with `jobs = 1`, awaited here. The call's clock starts when the
+    /// change reaches the backend.
+    pub(super) fn change(
         &mut self,
         operation: Operation,
-        change: Change,
         unit: &CheckedName,
-        name: &str,
+        run: &mut Run<'_>,
     ) -> Result<Progress, ProviderError> {
+        let change = Change::of(operation).expect("mutate is never asked for status");
         let key = job_key(unit);
         if change.is_job() {
-            self.wait_for(Awaited::Unit(&key));
+            self.wait_for(Awaited::Unit(&key), run);
             // A new job of the unit ends the window of its last start now.
-            self.close_window(&key, false);
+            self.close_window(&key, false, run);
             while self.jobs.pending.len() >= self.jobs.slots.max(1) {
-                self.wait_for(Awaited::Any);
+                self.wait_for(Awaited::Any, run);
             }
         }
+        run.calls.restart_clock();
         let started = Instant::now();
-        let (result, journal) = match self.backend.change(change, unit, &self.deadline.budget()) {
+        let time = run.budget();
+        let (result, journal) = match self.backend.change(change, unit, &time) {
             Err(error) if starts(change) && !matches!(error, ProviderError::TimedOut(_)) => {
-                let (error, journal) = self.explain(&key, error, started);
+                let (error, journal) = self.explain(&key, error, started, &time);
                 (Err(error), journal)
             }
             other => (other, Vec::new()),
         };
-        self.record
-            .add(
-                Call::Guest(operation),
-                Some(name),
-                started,
-                result.as_ref().err(),
-            )
-            .journal = journal;
-        self.reload.enablement_changed |= result.is_ok() && change.is_enablement();
+        run.calls.stop_clock();
+        if let Some(call) = run.calls.current() {
+            call.journal = journal;
+        }
+        // The place the record of this call takes when it returns: no
+        // other record is made before.
+        let record = run.calls.next();
         let id = match result? {
             Applied::Done => {
                 if starts(change) {
-                    self.open_window(&key, operation, self.record.last(), started);
+                    self.open_window(&key, operation, record, started, &time);
                 }
                 return Ok(Progress::Finished);
             }
@@ -216,13 +225,13 @@ impl<B: Backend> Guarded<B> {
             unit: key.clone(),
             operation,
             change,
-            record: self.record.last(),
+            record,
             submitted: started,
         });
         if self.jobs.slots > 1 {
             return Ok(Progress::Queued);
         }
-        self.wait_for(Awaited::Unit(&key));
+        self.wait_for(Awaited::Unit(&key), run);
         match self.jobs.ended.remove(&key).and_then(|o| o.error) {
             Some(error) => Err(error),
             None => Ok(Progress::Finished),

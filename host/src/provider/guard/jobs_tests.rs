@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::contract::{ErrorKind, JobOutcome};
-use crate::provider::backend::{Applied, Budget, JobId, JobResult, Observed};
-use crate::provider::Outcome;
+use crate::provider::backend::{Applied, Backend, Budget, JobId, JobResult, Observed};
+use crate::provider::{Call, Outcome, Provider};
 use crate::text::Untrusted;
 
 /// How a unit's job goes: it ends `after` its submission, with `result`;
@@ -154,6 +154,16 @@ fn guarded(
     timeout: Duration,
     scripts: &[(&str, Script)],
 ) -> (Guarded<QueueingBackend>, Arc<Mutex<Seen>>) {
+    guarded_with(jobs, timeout, scripts, |_| {})
+}
+
+/// [`guarded`], with the guard's settings changed by `set`.
+fn guarded_with(
+    jobs: usize,
+    timeout: Duration,
+    scripts: &[(&str, Script)],
+    set: impl FnOnce(&mut Guard),
+) -> (Guarded<QueueingBackend>, Arc<Mutex<Seen>>) {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let backend = QueueingBackend {
         scripts: scripts
@@ -167,7 +177,7 @@ fn guarded(
         cannot_tell: HashSet::new(),
         reload_error: None,
     };
-    let guard = Guard {
+    let mut guard = Guard {
         allow: None,
         noop: false,
         timeout,
@@ -176,6 +186,7 @@ fn guarded(
         left_alone: Default::default(),
         reload_before_change: Default::default(),
     };
+    set(&mut guard);
     (crate::provider::guarded(backend, guard), seen)
 }
 
@@ -403,8 +414,9 @@ fn statuses_of_unchanged_units_make_no_reload_and_the_first_change_does() {
 
 #[test]
 fn a_watch_run_changes_a_unit_read_unchanged_without_the_reload() {
-    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
-    p.reload.rule = ReloadBeforeChange::UnlessReadUnchanged;
+    let (mut p, seen) = guarded_with(8, Duration::from_secs(10), &[], |g| {
+        g.reload_before_change = ReloadBeforeChange::UnlessReadUnchanged;
+    });
     p.status("web").unwrap();
     p.mutate(Operation::Start, "web.service").unwrap();
     assert_eq!(
@@ -424,9 +436,10 @@ fn a_watch_run_changes_a_unit_read_unchanged_without_the_reload() {
 
 #[test]
 fn a_watch_run_still_reloads_for_a_unit_whose_files_changed() {
-    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
-    p.reload.rule = ReloadBeforeChange::UnlessReadUnchanged;
-    p.backend.files_changed.insert("web".into());
+    let (mut p, seen) = guarded_with(8, Duration::from_secs(10), &[], |g| {
+        g.reload_before_change = ReloadBeforeChange::UnlessReadUnchanged;
+    });
+    p.backend_mut().files_changed.insert("web".into());
     p.status("db").unwrap();
     assert_eq!(p.status("web").unwrap().active_word, "active");
     p.mutate(Operation::Restart, "web").unwrap();
@@ -445,11 +458,11 @@ fn a_watch_run_still_reloads_for_a_unit_whose_files_changed() {
 #[test]
 fn a_unit_whose_files_changed_is_read_again_after_the_runs_one_reload() {
     let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
-    p.backend.files_changed.insert("web".into());
+    p.backend_mut().files_changed.insert("web".into());
     assert_eq!(p.status("db").unwrap().active_word, "active");
     // The guest sees the unit as systemd has it after the reload.
     assert_eq!(p.status("web").unwrap().active_word, "active");
-    p.backend.files_changed.insert("app".into());
+    p.backend_mut().files_changed.insert("app".into());
     // One reload a run: a unit changed after it is not reloaded again (the
     // design's rule), and the change that follows makes none either.
     assert_eq!(p.status("app").unwrap().active_word, "stale");
@@ -481,7 +494,7 @@ fn a_unit_whose_files_changed_is_read_again_after_the_runs_one_reload() {
 #[test]
 fn a_status_that_cannot_tell_makes_the_reload_and_reads_again() {
     let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
-    p.backend.cannot_tell.insert("web".into());
+    p.backend_mut().cannot_tell.insert("web".into());
     p.status("web").unwrap();
     assert_eq!(
         backend_log(&seen),
@@ -491,9 +504,8 @@ fn a_status_that_cannot_tell_makes_the_reload_and_reads_again() {
 
 #[test]
 fn a_noop_run_never_reloads_even_for_a_changed_unit() {
-    let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
-    p.noop.on = true;
-    p.backend.files_changed.insert("web".into());
+    let (mut p, seen) = guarded_with(8, Duration::from_secs(10), &[], |g| g.noop = true);
+    p.backend_mut().files_changed.insert("web".into());
     assert_eq!(p.status("web").unwrap().active_word, "stale");
     assert!(p.mutate(Operation::Start, "web").is_err());
     assert_eq!(backend_log(&seen), ["status web"]);
@@ -502,8 +514,8 @@ fn a_noop_run_never_reloads_even_for_a_changed_unit() {
 #[test]
 fn after_a_failed_reload_every_operation_fails_with_its_message() {
     let (mut p, seen) = guarded(8, Duration::from_secs(10), &[]);
-    p.backend.reload_error = Some("Access denied".into());
-    p.backend.files_changed.insert("web".into());
+    p.backend_mut().reload_error = Some("Access denied".into());
+    p.backend_mut().files_changed.insert("web".into());
     assert_eq!(
         p.status("web"),
         Err(ProviderError::CommandFailed("Access denied".into()))

@@ -1,26 +1,43 @@
-//! The guard, the same over every backend, as layers: each a small type
-//! with one job, built in order by [`crate::provider::guarded`]. Each
-//! operation a guest asks for passes, in order:
+//! The guard, the same over every backend, as a stack of layers: each a
+//! small type with one job that wraps the service below it ([`Over`]),
+//! built in one place, [`crate::provider::guarded`], in the order an
+//! operation meets them (as tower's `ServiceBuilder` builds a stack outside
+//! the service it guards; the backend assembles no guard of its own):
 //!
-//! 1. [`Names`]: the name check (a unit name systemd would take, never an
-//!    option);
-//! 2. [`Names`]: the allowlist (`allow_units`);
-//! 3. [`Names`]: availability (systemctl found);
-//! 4. [`LeftAloneUnits`]: a change of a unit the operator paused, or a
-//!    start of one held back after a crash loop, is refused before any
-//!    reload, and its record says so ([`crate::left_alone`]);
-//! 5. [`Reload`]: the run's one daemon-reload, before its first change or,
+//! 1. [`Record`], outermost: one [`CallRecord`] per operation, whatever
+//!    a layer below did with it, so that a refusal is recorded as surely as
+//!    a change; the layers below complete it (their own calls, a job's
+//!    end, a window's verdict);
+//! 2. [`Names`]: the name check (a unit name systemd would take, never an
+//!    option), the allowlist (`allow_units`) and availability (systemctl
+//!    found): the guest's text becomes a [`CheckedName`] here, and every
+//!    layer below takes only that;
+//! 3. [`LeftAloneUnits`]: a change of a unit the operator paused, or a
+//!    start of one held back after a crash loop, is refused, and its
+//!    record says so ([`crate::left_alone`]); above the reload, so that
+//!    such a unit makes none;
+//! 4. [`Noop`]: a change is refused in a dry run. It meets a change before
+//!    the run's reload does, as it must: in a dry run [`Reload`] never
+//!    reloads (not even for a status), so a change it refuses would have
+//!    made no reload below it either;
+//! 5. [`Deadline`]: the per-command timeout, cut at the run's wall clock,
+//!    handed to every layer below with each operation (in [`Run`]);
+//!
+//! and the unit-specific stack, which knows what systemd does with units:
+//!
+//! 6. [`Reload`]: the run's one daemon-reload, before its first change or,
 //!    when the backend cannot tell that a unit's files are unchanged, its
-//!    first status (`reload.rs` says when exactly);
-//! 6. [`Noop`]: a change is refused in a dry run;
-//! 7. [`Deadline`]: the per-command timeout, cut at the run's wall clock;
-//! 8. the backend, which talks to systemd, through [`Jobs`] (the jobs it
-//!    queues, followed) and [`Settle`] (the settle window of a start);
-//! 9. [`Record`]: one [`CallRecord`] per operation, whatever happened.
+//!    first status (`reload.rs` says when exactly); the clock of a status
+//!    starts after it. The run ends with its one daemon-reload after
+//!    enablement changes;
+//! 7. [`Units`]: the backend, which only talks to systemd, with the jobs it
+//!    queues followed ([`Jobs`]) and the settle windows of its starts
+//!    ([`Settle`]); one type, because a job's end opens a window and a
+//!    window's verdict is how the job ended.
 //!
-//! Steps 1 to 4, 6, 7 and 9 are generic (`layers.rs`); 5 and 8's
-//! following are about units (`reload.rs`, `jobs.rs`, `settle.rs`). The
-//! run ends with [`Reload`]'s one daemon-reload after enablement changes.
+//! Layers 1 to 5 are generic (`layers.rs`); 6 and 7 are about units
+//! (`reload.rs`, `units.rs`, `jobs.rs`, `settle.rs`). Every layer is
+//! synchronous, and speaks [`Service`] to the one above it.
 //!
 //! Jobs a backend queues (start, stop and restart over D-Bus) are followed
 //! here, the same way for every backend: at most `jobs` of them are pending
@@ -48,15 +65,18 @@ mod jobs;
 mod layers;
 mod reload;
 mod settle;
+mod stack;
+mod units;
 
-use self::jobs::Awaited;
 pub(crate) use self::jobs::Jobs;
-pub(crate) use self::layers::{Deadline, LeftAloneUnits, Names, Noop, Record};
+pub(crate) use self::layers::{Calls, Deadline, LeftAloneUnits, Names, Noop, Record};
 pub(crate) use self::reload::Reload;
 pub use self::reload::ReloadBeforeChange;
 pub(crate) use self::settle::Settle;
-use super::backend::{Backend, Change};
-use super::{Call, CallRecord, Provider, UnitAllowlist, UnitState};
+pub(crate) use self::stack::{Over, Stack};
+pub(crate) use self::units::Units;
+use super::backend::{Budget, Change};
+use super::{CallRecord, UnitAllowlist};
 use crate::contract::{Operation, Progress, ProviderError, ServiceStatus};
 use crate::left_alone::LeftAlone;
 use crate::service_name::CheckedName;
@@ -85,46 +105,100 @@ pub(crate) struct Guard {
     pub(crate) reload_before_change: ReloadBeforeChange,
 }
 
-/// A backend behind the guard's layers: what the runtime calls a provider.
-/// Its fields are the layers, in the order an operation meets them.
-pub struct Guarded<B> {
-    pub(super) names: Names,
-    pub(super) left_alone: LeftAloneUnits,
-    pub(super) reload: Reload,
-    pub(super) noop: Noop,
-    pub(super) deadline: Deadline,
-    pub(super) jobs: Jobs,
-    pub(super) settle: Settle,
-    pub(super) backend: B,
-    pub(super) record: Record,
-}
+/// The guard's stack over backend `B`, as [`crate::provider::guarded`]
+/// builds it: what the runtime calls a provider.
+pub(crate) type Guarded<B> = Over<
+    Record,
+    Over<Names, Over<LeftAloneUnits, Over<Noop, Over<Deadline, Over<Reload, Units<B>>>>>>,
+>;
 
-impl<B: Backend> Guarded<B> {
+impl<B> Guarded<B> {
     /// Every operation recorded and not yet taken, in order.
     pub fn calls(&self) -> &[CallRecord] {
-        self.record.all()
+        self.step.calls.all()
     }
 
-    /// Steps 1 to 3.
-    fn admit(&self, name: &str) -> Result<CheckedName, ProviderError> {
-        self.names.admit(name, &self.backend)
+    /// The backend at the bottom of the stack.
+    #[cfg(test)]
+    pub(crate) fn backend(&self) -> &B {
+        &self.inner.inner.inner.inner.inner.inner.backend
     }
 
-    /// Steps 4 to 6 for a change of an admitted unit: `None` when it may go
-    /// to the backend; else the refusal, and whether it left the unit alone.
-    fn refusal(
+    #[cfg(test)]
+    pub(crate) fn backend_mut(&mut self) -> &mut B {
+        &mut self.inner.inner.inner.inner.inner.inner.backend
+    }
+}
+
+/// What a layer of the guard is to the layer above it: the operations on
+/// a unit named as `Name` (the guest's text above [`Names`], a
+/// [`CheckedName`] below it), each carrying the run along ([`Run`]).
+/// Synchronous, as every exchange with systemd is here.
+pub(crate) trait Service<Name: ?Sized>: Described {
+    fn status(&mut self, name: &Name, run: &mut Run<'_>) -> Result<ServiceStatus, ProviderError>;
+    /// One of the five mutating operations (see [`super::Provider::mutate`]).
+    fn mutate(
         &mut self,
         operation: Operation,
-        unit: &CheckedName,
-    ) -> Option<(ProviderError, Option<crate::left_alone::Kind>)> {
-        // Refused before the reload: a unit left alone makes none.
-        if let Some((kind, refused)) = self.left_alone.refusal(unit, operation) {
-            return Some((refused, Some(kind)));
+        name: &Name,
+        run: &mut Run<'_>,
+    ) -> Result<Progress, ProviderError>;
+    /// No command may run past `deadline` (the run's wall-clock limit).
+    fn set_deadline(&mut self, deadline: Instant);
+    /// Every job and settle window over, each record completed: the records
+    /// are handed out.
+    fn hand_out(&mut self, run: &mut Run<'_>);
+    /// Ends the run (see [`super::Provider::finish`]).
+    fn finish(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError>;
+}
+
+/// What the backend says of itself, passed up through every layer as it
+/// says it.
+pub(crate) trait Described: Send {
+    /// The name a `status` answer carries ("systemd").
+    fn name(&self) -> &'static str;
+    /// `None` when the backend can work; otherwise why not.
+    fn unavailable_reason(&self) -> Option<&str>;
+    /// How status is read (`dbus` or `systemctl`), and why not over D-Bus
+    /// when it is not.
+    fn status_reader(&mut self) -> (&'static str, Option<&str>);
+}
+
+impl<Step: Send, S: Described> Described for Over<Step, S> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn unavailable_reason(&self) -> Option<&str> {
+        self.inner.unavailable_reason()
+    }
+
+    fn status_reader(&mut self) -> (&'static str, Option<&str>) {
+        self.inner.status_reader()
+    }
+}
+
+/// What an operation carries down the stack: the run's records, which
+/// [`Record`] owns and the layers below complete, and, below [`Deadline`],
+/// the operation's time.
+pub(crate) struct Run<'a> {
+    pub(super) calls: &'a mut Calls,
+    budget: Option<Budget>,
+}
+
+impl<'a> Run<'a> {
+    fn new(calls: &'a mut Calls) -> Self {
+        Self {
+            calls,
+            budget: None,
         }
-        if let Err(e) = self.reload_before_change(unit) {
-            return Some((e, None));
-        }
-        self.noop.refusal(operation, unit).map(|e| (e, None))
+    }
+
+    /// What one exchange with systemd may take (set by [`Deadline`], above
+    /// every layer that talks to systemd).
+    fn budget(&self) -> Budget {
+        self.budget
+            .expect("the Deadline layer is above the unit layers")
     }
 }
 
@@ -137,88 +211,6 @@ fn starts(change: Change) -> bool {
 /// it, so that `web` and `web.service` are one unit here too.
 fn job_key(unit: &CheckedName) -> String {
     super::unit_name::mangle(unit.as_str()).unwrap_or_else(|| unit.to_string())
-}
-
-impl<B: Backend> Provider for Guarded<B> {
-    fn name(&self) -> &'static str {
-        self.backend.name()
-    }
-
-    fn unavailable_reason(&self) -> Option<&str> {
-        self.backend.unavailable_reason()
-    }
-
-    fn status(&mut self, name: &str) -> Result<ServiceStatus, ProviderError> {
-        // The clock starts after the run's daemon-reload, when this status
-        // makes it: that is recorded as its own call.
-        let admitted = self.admit(name).and_then(|unit| {
-            if self.reload_before_status() {
-                self.reload_once()?;
-            }
-            Ok(unit)
-        });
-        if let Ok(unit) = &admitted {
-            let key = job_key(unit);
-            self.wait_for(Awaited::Unit(&key));
-            self.close_window(&key, true);
-        }
-        let mut started = Instant::now();
-        let result = admitted.and_then(|unit| self.observe(&unit, &mut started));
-        let call = self.record.add(
-            Call::Guest(Operation::Status),
-            Some(name),
-            started,
-            result.as_ref().err(),
-        );
-        if let Ok(status) = &result {
-            call.state = Some(UnitState {
-                running: status.running,
-                enabled: status.enabled,
-            });
-        }
-        result
-    }
-
-    fn mutate(&mut self, operation: Operation, name: &str) -> Result<Progress, ProviderError> {
-        let change = Change::of(operation).expect("mutate is never asked for status");
-        let started = Instant::now();
-        let (refused, left_alone) = match self.admit(name) {
-            Ok(unit) => match self.refusal(operation, &unit) {
-                Some(refusal) => refusal,
-                None => return self.submit(operation, change, &unit, name),
-            },
-            Err(e) => (e, None),
-        };
-        self.record
-            .add(Call::Guest(operation), Some(name), started, Some(&refused))
-            .left_alone = left_alone;
-        Err(refused)
-    }
-
-    fn set_deadline(&mut self, deadline: Instant) {
-        self.deadline.set(deadline);
-    }
-
-    /// Every job still pending is awaited first (within its time), so
-    /// that each record says how its job ended.
-    fn take_calls(&mut self) -> Vec<CallRecord> {
-        self.wait_for(Awaited::All);
-        self.close_windows();
-        self.jobs.ended.clear();
-        self.record.take()
-    }
-
-    fn status_reader(&mut self) -> (&'static str, Option<&str>) {
-        self.backend.status_reader()
-    }
-
-    /// The run's last step, once every job and window is over: the reload
-    /// after enablement changes ([`Reload`]).
-    fn finish(&mut self) -> Result<(), ProviderError> {
-        self.wait_for(Awaited::All);
-        self.close_windows();
-        self.reload_after_enablement()
-    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Step 5, the run's one daemon-reload: before its first change, and before
+//! The run's one daemon-reload, layer 6: before its first change, and before
 //! its first status unless the backend can tell whether the unit's files
 //! changed since systemd loaded them (over D-Bus, `NeedDaemonReload`); then
 //! only a status of a unit whose files changed makes it, and that unit is
@@ -9,9 +9,10 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use super::{job_key, Guarded};
-use crate::contract::{ProviderError, ServiceStatus};
-use crate::provider::backend::Backend;
+use super::stack::Over;
+use super::{job_key, Run, Service, Units};
+use crate::contract::{Operation, Progress, ProviderError, ServiceStatus};
+use crate::provider::backend::{Backend, Change};
 use crate::provider::Call;
 use crate::service_name::CheckedName;
 
@@ -40,23 +41,30 @@ enum State {
     Failed(String),
 }
 
-/// The layer's state for one run.
+/// The layer's state for one run, over the backend with its jobs and
+/// settle windows ([`Units`]), which it asks for the reload and the reads.
 #[derive(Debug, Clone)]
-pub(crate) struct Reload {
-    pub(crate) rule: ReloadBeforeChange,
+pub struct Reload {
+    rule: ReloadBeforeChange,
+    /// A dry run: no reload at all, not even before a status (nothing is
+    /// changed, systemd's view of the files included). So in a dry run
+    /// this layer does nothing a change could notice, and the [`super::Noop`]
+    /// layer may refuse changes above it.
+    noop: bool,
     state: State,
     /// An enable or disable succeeded (without a reload): the run ends
     /// with one daemon-reload, so systemd sees the new links.
-    pub(crate) enablement_changed: bool,
+    enablement_changed: bool,
     /// Units read in this run, before its reload, with their files as
     /// systemd has them loaded (see [`ReloadBeforeChange`]).
     read_unchanged: HashSet<String>,
 }
 
 impl Reload {
-    pub(crate) fn new(rule: ReloadBeforeChange) -> Self {
+    pub(crate) fn new(rule: ReloadBeforeChange, noop: bool) -> Self {
         Self {
             rule,
+            noop,
             state: State::Pending,
             enablement_changed: false,
             read_unchanged: HashSet::new(),
@@ -64,46 +72,87 @@ impl Reload {
     }
 }
 
-impl<B: Backend> Guarded<B> {
+impl<B: Backend> Service<CheckedName> for Over<Reload, Units<B>> {
+    /// The unit's state; when its files changed since systemd loaded them
+    /// (or the backend could not tell) and the run has not reloaded yet,
+    /// the run's reload is made and the unit read again, so a guest never
+    /// sees systemd's stale copy of a unit. The status's clock starts
+    /// after the reload, which is recorded as its own call.
+    fn status(
+        &mut self,
+        unit: &CheckedName,
+        run: &mut Run<'_>,
+    ) -> Result<ServiceStatus, ProviderError> {
+        if self.reload_before_status(run) {
+            let reloaded = self.reload_once(run);
+            run.calls.restart_clock();
+            reloaded?;
+        }
+        let reload_to_come = self.step.state == State::Pending && !self.step.noop;
+        let observed = self.inner.read(unit, reload_to_come, run)?;
+        if reload_to_come && observed.files_changed != Some(false) {
+            self.reload_once(run)?;
+            run.calls.restart_clock();
+            let again = self.inner.read(unit, false, run)?;
+            return Ok(self.inner.answer(unit, again.status));
+        }
+        if reload_to_come {
+            self.step.read_unchanged.insert(job_key(unit));
+        }
+        Ok(self.inner.answer(unit, observed.status))
+    }
+
+    /// The run's reload first (unless the rule lets this change go
+    /// without it); a failed one refuses the change.
+    fn mutate(
+        &mut self,
+        operation: Operation,
+        unit: &CheckedName,
+        run: &mut Run<'_>,
+    ) -> Result<Progress, ProviderError> {
+        self.reload_before_change(unit, run)?;
+        let result = self.inner.change(operation, unit, run);
+        let enablement = Change::of(operation).is_some_and(Change::is_enablement);
+        self.step.enablement_changed |= result.is_ok() && enablement;
+        result
+    }
+
+    /// Nothing to keep: [`super::Deadline`], above, hands each operation
+    /// its time.
+    fn set_deadline(&mut self, _: Instant) {}
+
+    fn hand_out(&mut self, run: &mut Run<'_>) {
+        self.inner.hand_out(run);
+    }
+
+    /// Once every job and window is over: the reload after enablement
+    /// changes.
+    fn finish(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError> {
+        self.inner.finish(run);
+        self.reload_after_enablement(run)
+    }
+}
+
+impl<B: Backend> Over<Reload, Units<B>> {
     /// Whether a status must wait for the run's reload before it reads:
     /// always when the backend cannot tell whether the unit's files changed
     /// (the design's rule), and after a failed reload, which every later
     /// operation reports.
-    pub(super) fn reload_before_status(&mut self) -> bool {
-        let budget = self.deadline.budget();
-        !self.backend.tells_files_changed(&budget) || matches!(self.reload.state, State::Failed(_))
-    }
-
-    /// The unit's state; when its files changed since systemd loaded them
-    /// (or the backend could not tell) and the run has not reloaded yet,
-    /// the run's reload is made and the unit read again, so a guest never
-    /// sees systemd's stale copy of a unit.
-    pub(super) fn observe(
-        &mut self,
-        unit: &CheckedName,
-        started: &mut Instant,
-    ) -> Result<ServiceStatus, ProviderError> {
-        let reload_to_come = self.reload.state == State::Pending && !self.noop.on;
-        let budget = self.deadline.budget();
-        let mut observed = self.backend.status(unit, &budget, reload_to_come)?;
-        if reload_to_come && observed.files_changed != Some(false) {
-            self.reload_once()?;
-            *started = Instant::now();
-            observed = self.backend.status(unit, &self.deadline.budget(), false)?;
-        } else if reload_to_come {
-            self.reload.read_unchanged.insert(job_key(unit));
-        }
-        let mut status = observed.status;
-        status.job = self.jobs.ended.remove(&job_key(unit));
-        Ok(status)
+    fn reload_before_status(&mut self, run: &Run<'_>) -> bool {
+        !self.inner.tells_files_changed(&run.budget())
+            || matches!(self.step.state, State::Failed(_))
     }
 
     /// The run's reload before a change of `unit`, unless the rule lets a
     /// unit read unchanged go without it.
-    pub(super) fn reload_before_change(&mut self, unit: &CheckedName) -> Result<(), ProviderError> {
-        let skip = self.reload.rule == ReloadBeforeChange::UnlessReadUnchanged
-            && self.reload.state == State::Pending
-            && self.reload.read_unchanged.contains(&job_key(unit));
+    fn reload_before_change(
+        &mut self,
+        unit: &CheckedName,
+        run: &mut Run<'_>,
+    ) -> Result<(), ProviderError> {
+        let skip = self.step.rule == ReloadBeforeChange::UnlessReadUnchanged
+            && self.step.state == State::Pending
+            && self.step.read_unchanged.contains(&job_key(unit));
         if skip {
             tracing::debug!(
                 unit = unit.as_str(),
@@ -111,20 +160,20 @@ impl<B: Backend> Guarded<B> {
             );
             return Ok(());
         }
-        self.reload_once()
+        self.reload_once(run)
     }
 
-    pub(super) fn reload_once(&mut self) -> Result<(), ProviderError> {
-        if self.noop.on {
+    fn reload_once(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError> {
+        if self.step.noop {
             return Ok(());
         }
-        match &self.reload.state {
+        match &self.step.state {
             State::Done => return Ok(()),
             State::Failed(message) => return Err(ProviderError::CommandFailed(message.clone())),
             State::Pending => {}
         }
-        let result = self.daemon_reload();
-        self.reload.state = match &result {
+        let result = self.daemon_reload(run);
+        self.step.state = match &result {
             Ok(()) => State::Done,
             Err(e) => State::Failed(e.message().to_owned()),
         };
@@ -132,22 +181,22 @@ impl<B: Backend> Guarded<B> {
     }
 
     /// A daemon-reload, recorded as a call of the run.
-    fn daemon_reload(&mut self) -> Result<(), ProviderError> {
+    fn daemon_reload(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError> {
         let started = Instant::now();
-        let result = self.backend.daemon_reload(&self.deadline.budget());
-        self.record
-            .add(Call::DaemonReload, None, started, result.as_ref().err());
+        let result = self.inner.daemon_reload(&run.budget());
+        run.calls
+            .add(Call::DaemonReload, started, result.as_ref().err());
         result
     }
 
     /// The run's last reload: one when enable or disable ran, so that
     /// systemd's view of the links (`list-dependencies`, `show`) catches
     /// up. None in a noop run, none when nothing changed.
-    pub(super) fn reload_after_enablement(&mut self) -> Result<(), ProviderError> {
-        if !self.reload.enablement_changed || self.noop.on {
+    fn reload_after_enablement(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError> {
+        if !self.step.enablement_changed || self.step.noop {
             return Ok(());
         }
-        self.reload.enablement_changed = false;
-        self.daemon_reload()
+        self.step.enablement_changed = false;
+        self.daemon_reload(run)
     }
 }

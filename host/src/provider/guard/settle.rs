@@ -5,14 +5,14 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use super::jobs::WAIT_SLICE;
-use super::Guarded;
+use super::{Run, Units};
 use crate::contract::{JobOutcome, Operation, ProviderError};
-use crate::provider::backend::{Backend, JobId};
+use crate::provider::backend::{Backend, Budget, JobId};
 use crate::provider::liveness::Liveness;
 use crate::provider::Outcome;
 use crate::text::Untrusted;
 
-/// The layer's state for one run: the windows still open.
+/// [`Units`]' state for one run: the windows still open.
 #[derive(Debug, Clone)]
 pub(crate) struct Settle {
     /// How long a unit must stay up after its start or restart job ended
@@ -47,7 +47,7 @@ pub(super) struct Window {
     since: SystemTime,
 }
 
-impl<B: Backend> Guarded<B> {
+impl<B: Backend> Units<B> {
     /// Opens the settle window of a start or restart of `unit` whose job
     /// just ended well (none when `settle` is zero).
     pub(super) fn open_window(
@@ -56,14 +56,13 @@ impl<B: Backend> Guarded<B> {
         operation: Operation,
         record: usize,
         asked: Instant,
+        time: &Budget,
     ) {
         if self.settle.span.is_zero() {
             return;
         }
         let opened = self.backend.now();
-        let baseline = self
-            .backend
-            .liveness_at_start(unit, &self.deadline.budget());
+        let baseline = self.backend.liveness_at_start(unit, time);
         self.settle.windows.retain(|w| w.unit != unit);
         self.settle.windows.push(Window {
             unit: unit.to_owned(),
@@ -80,18 +79,19 @@ impl<B: Backend> Guarded<B> {
     /// (when `wait`), and judges it: the unit is watched meanwhile, and
     /// judged at once when it changed for the worse; an interrupted run
     /// judges at once.
-    pub(super) fn close_window(&mut self, unit: &str, wait: bool) {
+    pub(super) fn close_window(&mut self, unit: &str, wait: bool, run: &mut Run<'_>) {
+        let time = run.budget();
         let Some(at) = self.settle.windows.iter().position(|w| w.unit == unit) else {
             return;
         };
         let window = self.settle.windows.remove(at);
         let watched = [window.unit.clone()];
         let verdict = if wait {
-            self.watch_window(&window, &watched)
+            self.watch_window(&window, &watched, run)
         } else {
             None
         };
-        let verdict = verdict.or_else(|| self.judge(&window));
+        let verdict = verdict.or_else(|| self.judge(&window, &time));
         if self.settle.windows.is_empty() {
             self.backend.unwatch();
         }
@@ -99,11 +99,9 @@ impl<B: Backend> Guarded<B> {
             return;
         };
         tracing::debug!(service = window.unit, why, "start did not stay up");
-        let journal = self
-            .backend
-            .journal(&window.unit, window.since, &self.deadline.budget());
+        let journal = self.backend.journal(&window.unit, window.since, &time);
         let error = ProviderError::CommandFailed(why);
-        if let Some(call) = self.record.get_mut(window.record) {
+        if let Some(call) = run.calls.get_mut(window.record) {
             call.outcome = Outcome::of(&error);
             call.error = Some(Untrusted::new(error.message()));
             call.journal = journal;
@@ -120,26 +118,32 @@ impl<B: Backend> Guarded<B> {
     /// Watches the unit of `window` until its end (or an interruption):
     /// the verdict as soon as a change of the unit made it fail; `None`
     /// when it did not (yet).
-    pub(super) fn watch_window(&mut self, window: &Window, watched: &[String]) -> Option<String> {
+    pub(super) fn watch_window(
+        &mut self,
+        window: &Window,
+        watched: &[String],
+        run: &mut Run<'_>,
+    ) -> Option<String> {
+        let time = run.budget();
         // It may have gone down before anything watched it (a daemon that
         // exits at once): looked at once first, when changes are watched
         // (with systemctl, one look at the end is all there is).
         if self.backend.watches_units() {
-            if let Some(verdict) = self.judge(window) {
+            if let Some(verdict) = self.judge(window, &time) {
                 return Some(verdict);
             }
         }
         loop {
             // Jobs of other units that ended meanwhile open their windows
             // now, not when their status comes: windows run side by side.
-            self.take_ended_jobs();
+            self.take_ended_jobs(run);
             let now = self.backend.now();
             if now >= window.ends || crate::interrupt::since().is_some() {
                 return None;
             }
             let until = window.ends.min(now + WAIT_SLICE);
             if self.backend.watch_units(watched, until) {
-                if let Some(verdict) = self.judge(window) {
+                if let Some(verdict) = self.judge(window, &time) {
                     return Some(verdict);
                 }
             }
@@ -149,11 +153,8 @@ impl<B: Backend> Guarded<B> {
     /// Why the start `window` follows did not count; `None` when it stayed
     /// up so far (or its state could not be read: the status that follows
     /// says what it is).
-    pub(super) fn judge(&mut self, window: &Window) -> Option<String> {
-        let now = self
-            .backend
-            .liveness(&window.unit, &self.deadline.budget())
-            .ok()??;
+    pub(super) fn judge(&mut self, window: &Window, time: &Budget) -> Option<String> {
+        let now = self.backend.liveness(&window.unit, time).ok()??;
         if now.active.is_empty() {
             return None;
         }
@@ -162,20 +163,20 @@ impl<B: Backend> Guarded<B> {
     }
 
     /// Completes the jobs that already ended, without waiting.
-    pub(super) fn take_ended_jobs(&mut self) {
+    pub(super) fn take_ended_jobs(&mut self, run: &mut Run<'_>) {
         if self.jobs.pending.is_empty() {
             return;
         }
         let ids: Vec<JobId> = self.jobs.pending.iter().map(|j| j.id).collect();
         for (id, result) in self.backend.wait_jobs(&ids, Instant::now()) {
-            self.job_ended(id, result);
+            self.job_ended(id, result, run);
         }
     }
 
     /// Closes every open window, each at its end.
-    pub(super) fn close_windows(&mut self) {
+    pub(super) fn close_windows(&mut self, run: &mut Run<'_>) {
         while let Some(unit) = self.settle.windows.first().map(|w| w.unit.clone()) {
-            self.close_window(&unit, true);
+            self.close_window(&unit, true, run);
         }
     }
 
@@ -187,12 +188,12 @@ impl<B: Backend> Guarded<B> {
         unit: &str,
         error: ProviderError,
         asked: Instant,
+        time: &Budget,
     ) -> (ProviderError, Vec<Untrusted>) {
-        let budget = self.deadline.budget();
-        let Ok(Some(now)) = self.backend.liveness(unit, &budget) else {
+        let Ok(Some(now)) = self.backend.liveness(unit, time) else {
             return (error, Vec::new());
         };
-        let journal = self.backend.journal(unit, wall_clock(asked), &budget);
+        let journal = self.backend.journal(unit, wall_clock(asked), time);
         let last = now.last_exit();
         if last.is_empty() {
             return (error, journal);

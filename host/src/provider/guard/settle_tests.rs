@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use super::jobs::WAIT_SLICE;
 use super::*;
 use crate::contract::ErrorKind;
-use crate::provider::backend::{Applied, Budget, JobId, JobResult, Observed};
+use crate::provider::backend::{Applied, Backend, Budget, JobId, JobResult, Observed};
 use crate::provider::liveness::Liveness;
-use crate::provider::Outcome;
+use crate::provider::{Call, Outcome, Provider};
 use crate::text::Untrusted;
 
 /// What becomes of a unit after its start.
@@ -193,6 +193,15 @@ fn guarded(
     settle: Duration,
     fates: &[(&str, Fate)],
 ) -> (Guarded<SettlingBackend>, Arc<Mutex<Seen>>, Instant) {
+    guarded_with(settle, fates, |_| {})
+}
+
+/// [`guarded`], with the guard's settings changed by `set`.
+fn guarded_with(
+    settle: Duration,
+    fates: &[(&str, Fate)],
+    set: impl FnOnce(&mut Guard),
+) -> (Guarded<SettlingBackend>, Arc<Mutex<Seen>>, Instant) {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let start = Instant::now();
     let backend = SettlingBackend {
@@ -206,7 +215,7 @@ fn guarded(
         started: HashMap::new(),
         seen: seen.clone(),
     };
-    let guard = Guard {
+    let mut guard = Guard {
         allow: None,
         noop: false,
         timeout: Duration::from_secs(90),
@@ -215,11 +224,12 @@ fn guarded(
         left_alone: Default::default(),
         reload_before_change: Default::default(),
     };
+    set(&mut guard);
     (crate::provider::guarded(backend, guard), seen, start)
 }
 
 fn elapsed(p: &Guarded<SettlingBackend>, since: Instant) -> Duration {
-    p.backend.now().duration_since(since)
+    p.backend().now().duration_since(since)
 }
 
 #[test]
@@ -315,12 +325,11 @@ fn windows_of_units_started_side_by_side_run_side_by_side() {
 /// status comes, so the run pays about one window, not one per unit.
 #[test]
 fn windows_of_queued_starts_open_when_their_jobs_end() {
-    let (mut p, _, t0) = guarded(SETTLE, &[]);
-    p.jobs.slots = 64;
+    let (mut p, _, t0) = guarded_with(SETTLE, &[], |g| g.jobs = 64);
     // a's job ends at once, the others' 0.2 s later: while a's window is
     // watched.
     let ends = [("a", 0), ("b", 200), ("c", 200), ("d", 200)];
-    p.backend.queue = Some(
+    p.backend_mut().queue = Some(
         ends.iter()
             .map(|(u, ms)| ((*u).to_owned(), Duration::from_millis(*ms)))
             .collect(),
@@ -375,8 +384,7 @@ fn no_window_without_a_start_or_with_settle_off_or_in_a_noop_run() {
         .iter()
         .all(|l| !l.starts_with("liveness")));
 
-    let (mut p, _, t0) = guarded(SETTLE, &[]);
-    p.noop.on = true;
+    let (mut p, _, t0) = guarded_with(SETTLE, &[], |g| g.noop = true);
     assert!(p.mutate(Operation::Start, "web").is_err());
     p.status("web").unwrap();
     assert_eq!(elapsed(&p, t0), Duration::ZERO);
