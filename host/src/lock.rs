@@ -41,6 +41,17 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock, waiting per `wait`. Says on stderr who holds it while waiting.
     pub fn acquire(path: &Path, wait: Wait) -> anyhow::Result<Self> {
+        Self::take(path, wait, true)
+    }
+
+    /// [`Self::acquire`] without a word while waiting: for recording what
+    /// a run that could not happen came to, after its error, whose message
+    /// is the one the operator reads.
+    pub fn acquire_quietly(path: &Path, wait: Wait) -> anyhow::Result<Self> {
+        Self::take(path, wait, false)
+    }
+
+    fn take(path: &Path, wait: Wait, say: bool) -> anyhow::Result<Self> {
         let mut file = open(path)?;
         let started = Instant::now();
         let mut announced = false;
@@ -71,7 +82,7 @@ impl RunLock {
                     limit.as_secs_f64()
                 ),
                 Wait::Up(_) => {
-                    if !announced {
+                    if !announced && say {
                         tracing::warn!("waiting for {} held by {holder}", path.display());
                         announced = true;
                     }

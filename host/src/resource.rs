@@ -124,6 +124,15 @@ impl Serialize for ResourceRef {
     }
 }
 
+/// Read back as written, checked again: the machine's state holds them.
+impl<'de> serde::Deserialize<'de> for ResourceRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text)
+            .map_err(|e| serde::de::Error::custom(format!("not a resource ({e:?}): {text}")))
+    }
+}
+
 impl PartialEq<str> for ResourceRef {
     fn eq(&self, other: &str) -> bool {
         other

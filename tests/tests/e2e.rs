@@ -37,3 +37,4 @@ mod supply_chain;
 mod timer;
 mod watch;
 mod watch_attacker;
+mod whole_truth;

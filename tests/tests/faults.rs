@@ -184,7 +184,7 @@ fn sigterm_mid_apply_reports_what_was_done_and_exits_in_order() {
     assert_eq!(json["summary"]["success"], false);
     // The files say the same, and nothing after the signal was changed.
     let written: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
-    assert_eq!(written["interrupted"]["signal"], "SIGTERM");
+    assert_eq!(written["last_run"]["interrupted"], "SIGTERM");
     let metrics = policy_host_e2e::metrics::checked(&metrics);
     assert_eq!(metrics.value("policy_host_run_interrupted"), 1.0);
     assert_eq!(metrics.value("policy_host_run_success"), 0.0);

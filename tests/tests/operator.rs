@@ -519,12 +519,24 @@ fn status_with_no_names_shows_the_last_run_and_its_units() {
     assert_code(&out, 0);
     let said = text(&out.stdout);
     let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines[0], "machine: well: 1 policy converged", "{said}");
     assert!(
-        lines[0].starts_with("last run: ")
-            && lines[0].contains(": success; 3 resources, 3 changed, 0 failed, 0 unchanged"),
+        lines[1].starts_with("resources: 3 (3 changed, 0 failed, 0 left alone, 0 unchanged)"),
         "{said}"
     );
-    assert!(said.contains("policy of example_policy.wasm: "), "{said}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("policy example_policy.wasm: changed (")
+                && l.contains(" ago, by hand): 3 resources, 3 changed")),
+        "{said}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  policy: ") && l.contains("example_policy.wasm (sha256:")),
+        "{said}"
+    );
     let units = lines
         .iter()
         .position(|l| *l == "units of the last run:")
@@ -532,6 +544,10 @@ fn status_with_no_names_shows_the_last_run_and_its_units() {
     assert_eq!(lines[units + 1], "httpd  active  enabled", "{said}");
     assert!(!said.contains('"'), "names unquoted: {said}");
     let json: Value = serde_json::from_slice(&status(true).stdout).unwrap();
-    assert_eq!(json["last_run"]["success"], true, "{json:#}");
+    assert_eq!(json["last_run"]["summary"]["success"], true, "{json:#}");
+    assert_eq!(
+        json["last_run"]["policies"][0]["outcome"], "changed",
+        "{json:#}"
+    );
     assert_eq!(json["units"].as_array().unwrap().len(), 3, "{json:#}");
 }

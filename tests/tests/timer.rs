@@ -383,7 +383,7 @@ fn the_timer_runs_the_policies_under_the_hardened_service() {
     );
 
     let report = m.report();
-    assert_eq!(report["signature"]["verified"], true, "{report:#}");
+    assert_eq!(report["policies"][0]["verified"], true, "{report:#}");
     assert_eq!(report["summary"]["success"], true, "{report:#}");
     assert_eq!(report["summary"]["resources"], 3, "{report:#}");
     assert_eq!(report["summary"]["changed"], 3, "{report:#}");
@@ -506,7 +506,7 @@ fn the_timer_runs_the_policies_under_the_hardened_service() {
     let report = m.report();
     assert_eq!(report["summary"]["success"], true, "{report:#}");
     assert_eq!(report["summary"]["changed"], 0, "{report:#}");
-    assert_eq!(report["compile"]["cache"], "hit", "{report:#}");
+    assert_eq!(report["policies"][0]["compile_cache"], "hit", "{report:#}");
     let metrics = m.metrics();
     assert_eq!(metrics.value("policy_host_run_success"), 1.0);
     assert_eq!(

@@ -334,12 +334,14 @@ fn a_crash_loop_is_held_back_while_another_unit_is_repaired_and_an_upgrade_resta
     assert!(
         eventually(Duration::from_secs(3), || {
             let report = last_report(&m);
-            let crash = report["resources"]
+            let crash = report["policies"]
                 .as_array()
-                .and_then(|r| r.iter().find(|e| e["resource"] == "service#wc-crash"))
-                .cloned()
+                .into_iter()
+                .flatten()
+                .flat_map(|p| p["resources"].as_array().cloned().unwrap_or_default())
+                .find(|e| e["resource"] == "service#wc-crash")
                 .unwrap_or_default();
-            crash["left_alone"]["kind"] == "held" && crash["failed"] == false
+            crash["left_alone"] == "held" && crash["outcome"] == "left-alone"
         }),
         "{}",
         last_report(&m)

@@ -1,59 +1,35 @@
-//! What `host status` with no unit named shows first: the last run, read
-//! from the report file host.toml names (`report_file`), and the timer's
-//! next run as systemd says it.
+//! What `host status` with no unit named shows first: the machine's state,
+//! read from the report file host.toml names (`report_file`) as the same
+//! typed state the runs wrote, what drives it (the watch or the timer), and
+//! the timer's next run as systemd says it.
 
-use crate::resource::ResourceRef;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context as _;
 use serde::Serialize;
-use serde_json::Value;
 
+use crate::guest::ResourceOutcome;
+use crate::left_alone::Kind;
 use crate::provider::runner::{CommandRunner, ProcessRunner};
+use crate::report::machine::{
+    Drive, MachineState, PolicyOutcome, PolicyState, RunCause, WatchState,
+};
 use crate::text::one_line;
-
-/// The largest report read: a run's report is bounded by the report limit.
-const MAX_REPORT_BYTES: u64 = 64 << 20;
 
 /// The timer that runs host.toml's list (the package's, and dist/systemd's).
 pub(super) const TIMER: &str = "policy-host.timer";
 
-/// The last run, as its report says.
+/// The machine's state, as the report file says it: the same type the runs
+/// wrote.
 #[derive(Debug, Serialize)]
 pub(super) struct LastRun {
     pub(super) report: PathBuf,
-    /// When the report was written (Unix seconds).
-    pub(super) written: u64,
-    pub(super) success: bool,
-    pub(super) noop: bool,
-    /// The run could not happen: why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) error: Option<String>,
-    pub(super) resources: u64,
-    pub(super) changed: u64,
-    pub(super) failed: u64,
-    pub(super) unchanged: u64,
-    /// `service#web: ...` for each resource that failed (the first ten).
-    pub(super) failures: Vec<String>,
-    pub(super) sources: Vec<Source>,
-    /// The units the run's resources name (`service#web` → `web`).
-    #[serde(skip)]
-    pub(super) units: Vec<String>,
+    #[serde(flatten)]
+    pub(super) state: MachineState,
 }
 
-/// One policy's or settings document's source in the last run.
-#[derive(Debug, Serialize)]
-pub(super) struct Source {
-    pub(super) kind: &'static str,
-    pub(super) policy: String,
-    pub(super) location: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) digest: Option<String>,
-    pub(super) stale: bool,
-}
-
-/// The timer, as systemd says it.
+/// A unit of the host's own (the timer, the watch), as systemd says it.
 #[derive(Debug, Serialize)]
 pub(super) struct Timer {
     pub(super) unit: &'static str,
@@ -64,149 +40,281 @@ pub(super) struct Timer {
     pub(super) last: String,
 }
 
+/// What drives the machine's runs: the watch, the timer, or nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum Driver {
+    Watch,
+    Timer,
+    Nothing,
+}
+
 impl LastRun {
     /// Reads the report at `path`; `Ok(None)` when there is none yet.
     pub(super) fn read(path: &Path) -> anyhow::Result<Option<Self>> {
-        let meta = match std::fs::metadata(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-            Ok(meta) => meta,
-        };
-        if meta.len() > MAX_REPORT_BYTES {
-            anyhow::bail!("{} is {} bytes, not a report", path.display(), meta.len());
-        }
-        let written = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_secs());
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let report: Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a policy host report", path.display()))?;
-        Ok(Some(Self::from_report(path, written, &report)))
+        Ok(MachineState::read_report(path)?.map(|state| Self {
+            report: path.to_owned(),
+            state,
+        }))
     }
 
-    fn from_report(path: &Path, written: u64, report: &Value) -> Self {
-        let summary = &report["summary"];
-        let count = |key: &str| summary[key].as_u64().unwrap_or(0);
-        // One policy's report, several under `policies`, or a run that
-        // could not happen (`error`).
-        let runs: Vec<&Value> = match report["policies"].as_array() {
-            Some(policies) => policies.iter().collect(),
-            None if report.get("policy").is_some() => vec![report],
-            None => Vec::new(),
-        };
-        let mut failures = Vec::new();
-        let mut sources = Vec::new();
-        let mut units = Vec::new();
-        for run in &runs {
-            let policy = run["policy"].as_str().unwrap_or_default().to_owned();
-            for (kind, source) in [
-                ("policy", &run["source"]),
-                ("settings", &run["settings_source"]),
-            ] {
-                if let Some(location) = source["location"].as_str() {
-                    sources.push(Source {
-                        kind,
-                        policy: policy.clone(),
-                        location: location.to_owned(),
-                        digest: source["digest"]
-                            .as_str()
-                            .filter(|d| !d.is_empty())
-                            .map(str::to_owned),
-                        stale: source["stale"].as_bool().unwrap_or(false),
-                    });
-                }
-            }
-            for resource in run["resources"].as_array().into_iter().flatten() {
-                let name = resource["resource"].as_str().unwrap_or_default();
-                let service = ResourceRef::parse_service(name).ok();
-                if let Some(unit) = service.as_ref().map(ResourceRef::name) {
-                    if !units.iter().any(|u| u == unit) {
-                        units.push(unit.to_owned());
-                    }
-                }
-                if resource["failed"].as_bool() == Some(true) && failures.len() < 10 {
-                    let errors: Vec<&str> = resource["errors"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .collect();
-                    failures.push(format!("{name}: {}", errors.join("; ")));
-                }
+    /// The units the policies' latest runs managed, as the policies named
+    /// them (`service#web` → `web`).
+    pub(super) fn units(&self) -> Vec<String> {
+        let mut units: Vec<String> = Vec::new();
+        for resource in self.state.policies.iter().flat_map(|p| &p.resources) {
+            let name = resource.resource.name();
+            if !units.iter().any(|u| u == name) {
+                units.push(name.to_owned());
             }
         }
-        Self {
-            report: path.to_owned(),
-            written,
-            success: summary["success"].as_bool().unwrap_or(false),
-            noop: runs.iter().any(|r| r["noop"].as_bool() == Some(true)),
-            error: report["error"].as_str().map(str::to_owned),
-            resources: count("resources"),
-            changed: count("changed"),
-            failed: count("failed"),
-            unchanged: count("unchanged"),
-            failures,
-            sources,
-            units,
-        }
+        units
+    }
+
+    /// Whether the machine is as its policies want it.
+    pub(super) fn well(&self) -> bool {
+        self.state.summary.success
     }
 
     /// The lines for people (report text escaped).
-    pub(super) fn render(&self, now: SystemTime) -> String {
-        use std::fmt::Write as _;
+    pub(super) fn render(&self, driver: Driver, now: SystemTime) -> String {
         let mut out = String::new();
-        let when = SystemTime::UNIX_EPOCH + Duration::from_secs(self.written);
-        let ago = now
-            .duration_since(when)
-            .map(|d| {
-                format!(
-                    "{} ago",
-                    humantime::format_duration(Duration::from_secs(d.as_secs()))
-                )
-            })
-            .unwrap_or_else(|_| "in the future".to_owned());
-        let outcome = match (&self.error, self.success) {
-            (Some(error), _) => format!("could not happen: {}", one_line(error)),
-            (None, true) => "success".to_owned(),
-            (None, false) => "FAILED".to_owned(),
+        let state = &self.state;
+        let s = &state.summary;
+        let verdict = if s.success {
+            format!(
+                "machine: well: {} {} converged",
+                s.policies,
+                plural(s.policies, "policy", "policies")
+            )
+        } else {
+            let mut why = Vec::new();
+            if s.policies_failed > 0 {
+                why.push(format!(
+                    "{} of {} policies failed",
+                    s.policies_failed, s.policies
+                ));
+            }
+            if s.policies_refused > 0 {
+                why.push(format!("{} refused", s.policies_refused));
+            }
+            if s.units_held_back > 0 {
+                why.push(format!(
+                    "{} {} held back",
+                    s.units_held_back,
+                    plural(s.units_held_back, "unit", "units")
+                ));
+            }
+            if let Some(error) = &state.error {
+                why.push(format!(
+                    "the last run could not happen: {}",
+                    one_line(error)
+                ));
+            }
+            if why.is_empty() {
+                why.push("the last run was cut short".to_owned());
+            }
+            format!("machine: NOT WELL: {}", why.join(", "))
         };
-        let noop = if self.noop { " (noop)" } else { "" };
+        let _ = writeln!(out, "{verdict}");
+        let c = &s.counts;
         let _ = writeln!(
             out,
-            "last run{noop}: {} ({ago}): {outcome}; {} resources, {} changed, {} failed, {} unchanged",
-            humantime::format_rfc3339_seconds(when),
-            self.resources,
-            self.changed,
-            self.failed,
-            self.unchanged
+            "resources: {} ({} changed, {} failed, {} left alone, {} unchanged) at each policy's latest run",
+            c.resources, c.changed, c.failed, c.left_alone, c.unchanged
         );
-        for failure in &self.failures {
-            let _ = writeln!(out, "  failed: {}", one_line(failure));
-        }
-        for source in &self.sources {
+        let _ = writeln!(out, "{}", drive_line(driver, state.watch.as_ref(), now));
+        if let Some(run) = &state.last_run {
+            let said = run
+                .said
+                .as_deref()
+                .map(|s| format!(" ({})", one_line(s)))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{} of {}: {}{}{}",
-                source.kind,
-                one_line(&source.policy),
-                one_line(&source.location),
-                source
-                    .digest
+                "last run: {} ({}), {}{said}; {} {}{}",
+                rfc3339(run.ended),
+                ago(run.ended, now),
+                how_words(run.drive, run.cause),
+                run.policies.len(),
+                plural(run.policies.len(), "policy", "policies"),
+                run.interrupted
                     .as_deref()
-                    .map(|d| format!(" ({})", one_line(d)))
-                    .unwrap_or_default(),
-                if source.stale {
-                    ", STALE: the registry could not be reached"
-                } else {
-                    ""
-                }
+                    .map(|s| format!(", cut short by {s}"))
+                    .unwrap_or_default()
+            );
+        }
+        for policy in &state.policies {
+            render_policy(&mut out, policy, now);
+        }
+        for unit in state.left_alone.iter().filter(|u| u.kind == Kind::Held) {
+            let _ = writeln!(
+                out,
+                "held back: {}: {}",
+                one_line(unit.unit.as_deref().unwrap_or("every unit")),
+                one_line(&unit.why)
+            );
+        }
+        if let Some(noop) = &state.noop_run {
+            let _ = writeln!(
+                out,
+                "last --noop run: {} ({}): would change {} (apart from the machine's state){}",
+                rfc3339(noop.ended),
+                ago(noop.ended, now),
+                noop.would_change,
+                noop.error
+                    .as_deref()
+                    .map(|e| format!("; could not happen: {}", one_line(e)))
+                    .unwrap_or_default()
             );
         }
         out
     }
+}
+
+/// One policy: its outcome, when and why it ran, what failed.
+fn render_policy(out: &mut String, policy: &PolicyState, now: SystemTime) {
+    let outcome = match policy.outcome {
+        PolicyOutcome::Failed => "FAILED",
+        PolicyOutcome::Refused => "REFUSED",
+        other => other.as_str(),
+    };
+    let c = &policy.counts;
+    let _ = writeln!(
+        out,
+        "policy {}: {outcome} ({}, {}{}): {} resources, {} changed, {} failed, {} left alone",
+        one_line(&policy.policy),
+        ago(policy.at, now),
+        how_words(policy.drive, policy.cause),
+        if policy.current {
+            ""
+        } else {
+            "; not in the last run"
+        },
+        c.resources,
+        c.changed,
+        c.failed,
+        c.left_alone,
+    );
+    if let Some(why) = &policy.refused {
+        let _ = writeln!(out, "  refused: {why}");
+    }
+    for error in &policy.errors {
+        let _ = writeln!(out, "  error: {error}");
+    }
+    let failed = policy
+        .resources
+        .iter()
+        .filter(|r| matches!(r.outcome, ResourceOutcome::Failed { .. }));
+    for resource in failed.take(10) {
+        let errors: Vec<String> = resource.errors.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  failed: {}: {}",
+            resource.resource,
+            errors.join("; ")
+        );
+    }
+    for resource in policy
+        .resources
+        .iter()
+        .filter(|r| r.left_alone == Some(Kind::Paused))
+    {
+        let _ = writeln!(out, "  paused: {}", resource.resource);
+    }
+    for source in &policy.sources {
+        let _ = writeln!(
+            out,
+            "  {}: {}{}{}",
+            one_line(&source.kind),
+            one_line(&source.location),
+            if source.digest.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", one_line(&source.digest))
+            },
+            if source.stale {
+                ", STALE: the registry could not be reached"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+/// What drives the machine, in one line.
+fn drive_line(driver: Driver, watch: Option<&WatchState>, now: SystemTime) -> String {
+    match (driver, watch) {
+        (Driver::Watch, Some(watch)) => {
+            let mut line = format!(
+                "driven by the watch (pid {}) since {} ({})",
+                watch.pid,
+                rfc3339(watch.started),
+                ago(watch.started, now)
+            );
+            match &watch.last_event_run {
+                Some((at, cause)) => {
+                    let _ = write!(
+                        line,
+                        "; last event run {} (cause: {})",
+                        ago(*at, now),
+                        one_line(cause)
+                    );
+                }
+                None => line.push_str("; no event run yet"),
+            }
+            if let Some(next) = watch.next_resync {
+                let _ = write!(line, "; next resync {}", rfc3339(next));
+            }
+            line
+        }
+        (Driver::Watch, None) => "driven by the watch, which has not run yet".to_owned(),
+        (Driver::Timer, _) => format!("driven by the timer ({TIMER})"),
+        (Driver::Nothing, _) => format!(
+            "driven by nothing: no watch runs and {TIMER} is not active (runs happen only by hand)"
+        ),
+    }
+}
+
+/// How a run came about, in words: `by hand`, `by the timer`, `by the
+/// watch, for an event`.
+fn how_words(drive: Drive, cause: RunCause) -> &'static str {
+    match (drive, cause) {
+        (Drive::Manual, _) => "by hand",
+        (Drive::Timer, _) => "by the timer",
+        (Drive::Watch, RunCause::Start) => "by the watch, its first run",
+        (Drive::Watch, RunCause::Resync) => "by the watch, a resync",
+        (Drive::Watch, RunCause::Retry) => "by the watch, a retry",
+        (Drive::Watch, RunCause::HoldEnded) => "by the watch, as a hold ended",
+        (Drive::Watch, RunCause::PauseEnded) => "by the watch, as a pause ended",
+        (Drive::Watch, _) => "by the watch, for an event",
+    }
+}
+
+fn plural<'w>(n: usize, one: &'w str, many: &'w str) -> &'w str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+fn rfc3339(unix: u64) -> String {
+    humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(unix))
+        .to_string()
+}
+
+/// `3m 2s ago`, from Unix seconds.
+fn ago(unix: u64, now: SystemTime) -> String {
+    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(unix);
+    now.duration_since(when)
+        .map(|d| {
+            format!(
+                "{} ago",
+                humantime::format_duration(Duration::from_secs(d.as_secs()))
+            )
+        })
+        .unwrap_or_else(|_| "in the future".to_owned())
 }
 
 impl Timer {

@@ -12,7 +12,7 @@
 //! not read, and its line says so (`denied`, naming the patterns).
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -22,7 +22,7 @@ use crate::provider::{Provider, SystemdConfig};
 use crate::settings::{ConfigFile, OutputFlags, ProviderSettings, StateFlags};
 use crate::text::one_line;
 
-use super::last_run::{LastRun, Timer};
+use super::last_run::{Driver, LastRun, Timer};
 
 #[derive(Debug, Serialize)]
 struct UnitStatus {
@@ -74,7 +74,10 @@ fn paused(file: &ConfigFile) -> Vec<Paused> {
 
 #[derive(Debug, Serialize)]
 struct StatusReport {
-    /// With no unit named: the last run, or why it is not known.
+    /// With no unit named: what drives the machine's runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    driver: Option<Driver>,
+    /// With no unit named: the machine's state, or why it is not known.
     #[serde(skip_serializing_if = "Option::is_none")]
     last_run: Option<LastRun>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,19 +123,18 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
         .then(|| systemctl.as_ref().ok())
         .flatten()
         .and_then(|systemctl| Timer::read(systemctl, settings.systemctl_timeout));
+    let driver = overview.then(|| driver(last_run.as_ref(), timer.as_ref()));
     let names: Vec<String> = if overview {
-        last_run
-            .as_ref()
-            .map(|r| r.units.clone())
-            .unwrap_or_default()
+        last_run.as_ref().map(LastRun::units).unwrap_or_default()
     } else {
         args.names.clone()
     };
     let units: Vec<UnitStatus> = names.iter().map(|name| read(&mut provider, name)).collect();
     let failed =
-        last_run.as_ref().is_some_and(|r| !r.success) || units.iter().any(|u| u.error.is_some());
+        last_run.as_ref().is_some_and(|r| !r.well()) || units.iter().any(|u| u.error.is_some());
     let (reader, note) = provider.status_reader();
     let report = StatusReport {
+        driver,
         last_run,
         last_run_unknown,
         timer,
@@ -171,6 +173,20 @@ fn last_run(file: &ConfigFile) -> anyhow::Result<(Option<LastRun>, Option<String
     })
 }
 
+/// What drives the machine: a watch that said it is up and whose process
+/// is alive (whatever unit runs it), else the timer when it is active,
+/// else nothing.
+fn driver(last_run: Option<&LastRun>, timer: Option<&Timer>) -> Driver {
+    let watch = last_run.and_then(|run| run.state.watch.as_ref());
+    if watch.is_some_and(|w| w.up && Path::new(&format!("/proc/{}", w.pid)).exists()) {
+        Driver::Watch
+    } else if timer.is_some_and(|t| t.active == "active") {
+        Driver::Timer
+    } else {
+        Driver::Nothing
+    }
+}
+
 /// One unit as the provider reads it, or why it could not.
 fn read(provider: &mut impl Provider, name: &str) -> UnitStatus {
     match provider.status(name) {
@@ -200,7 +216,8 @@ impl StatusReport {
     fn render(&self, overview: bool) -> String {
         let mut out = String::new();
         if let Some(run) = &self.last_run {
-            out.push_str(&run.render(std::time::SystemTime::now()));
+            let driver = self.driver.unwrap_or(Driver::Nothing);
+            out.push_str(&run.render(driver, std::time::SystemTime::now()));
         }
         if let Some(why) = &self.last_run_unknown {
             let _ = writeln!(out, "last run: unknown: {}", one_line(why));

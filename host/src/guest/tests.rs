@@ -12,7 +12,11 @@ fn call(operation: Operation, service: &str, state: Option<(bool, bool)>) -> Cal
         service: Some(Untrusted::new(service)),
         outcome: Outcome::Ok,
         error: None,
-        state: state.map(|(running, enabled)| UnitState { running, enabled }),
+        state: state.map(|(running, enabled)| UnitState {
+            running,
+            enabled,
+            failed: false,
+        }),
         journal: Vec::new(),
         left_alone: None,
         duration: Duration::ZERO,

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::contract::Operation;
 
 /// Why a unit is left alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     /// An operator said so (`host pause`): no change at all.
@@ -98,6 +98,13 @@ impl LeftAlone {
     pub fn forbidding(&self, unit: &str, operation: Operation) -> Option<&Reason> {
         let all = self.all.as_ref().filter(|r| r.kind.forbids(operation));
         all.or_else(|| self.units.get(unit).filter(|r| r.kind.forbids(operation)))
+    }
+
+    /// Every entry: the one for every unit (`None`) first, then each
+    /// unit's.
+    pub fn entries(&self) -> impl Iterator<Item = (Option<&str>, &Reason)> + '_ {
+        let all = self.all.iter().map(|r| (None, r));
+        all.chain(self.units.iter().map(|(u, r)| (Some(u.as_str()), r)))
     }
 
     pub fn is_empty(&self) -> bool {

@@ -232,6 +232,22 @@ impl Serialize for Outcome {
 pub struct UnitState {
     pub running: bool,
     pub enabled: bool,
+    /// systemd said `failed`: the unit died on its own (a unit someone
+    /// stopped, or that ended cleanly, is `inactive`). What tells a crash
+    /// loop from a fight.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+}
+
+impl UnitState {
+    /// What `status` answered.
+    pub fn of(status: &ServiceStatus) -> Self {
+        Self {
+            running: status.running,
+            enabled: status.enabled,
+            failed: status.active_word == contract_words::ActiveState::Failed.as_str(),
+        }
+    }
 }
 
 fn as_millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -1,259 +1,228 @@
-//! The Prometheus text format, for node_exporter's textfile collector.
+//! The Prometheus text format, for node_exporter's textfile collector:
+//! the machine's state ([`MachineState`]), every series one of the
+//! [`catalogue`](super::catalogue)'s.
 
 use std::fmt::Write as _;
-use std::time::SystemTime;
 
-use super::Report;
-use crate::guest::Done;
+use super::catalogue::{self, Metric};
+use super::machine::{MachineState, PolicyOutcome};
+use crate::left_alone::Kind;
 
-/// The metrics of one invocation. `report` is `None` when the run could not
-/// happen at all (a refused signature, a missing file): that is a failed run
-/// with nothing applied, and monitoring must see it. `machine` is the
-/// operator's labels as Prometheus label pairs (`label_role`, `web`): every
-/// series carries them, so that a central Prometheus groups results by role
+/// The metrics of the machine's state. `machine` is the operator's labels
+/// as Prometheus label pairs (`label_role`, `web`): every series carries
+/// them, so that a central Prometheus groups results by role
 /// (`sum by (label_role) (policy_host_resources{state="failed"})`).
-pub fn render_metrics(
-    report: Option<&Report>,
-    machine: &[(String, String)],
-    duration_secs: f64,
-    now: SystemTime,
-) -> String {
-    let mut gauges = Gauges::new(machine);
-    resource_gauges(&mut gauges, report);
-    timing_gauges(&mut gauges, duration_secs, now);
-    source_gauges(&mut gauges, report);
-    outcome_gauges(&mut gauges, report);
-    gauges.out
+pub fn render_metrics(state: &MachineState, machine: &[(String, String)]) -> String {
+    let mut out = Series::new(machine);
+    machine_series(&mut out, state);
+    policy_series(&mut out, state);
+    last_run_series(&mut out, state);
+    noop_series(&mut out, state);
+    watch_series(&mut out, state);
+    out.text
 }
 
-/// The metrics file being written: gauges, each sample with the machine's
-/// labels after its own.
-struct Gauges {
-    out: String,
+/// The metrics file being written: each metric's `# HELP` and `# TYPE`
+/// from the catalogue, each sample with the machine's labels after its own.
+struct Series {
+    text: String,
     machine: String,
 }
 
-impl Gauges {
+impl Series {
     fn new(machine: &[(String, String)]) -> Self {
         let machine: Vec<String> = machine
             .iter()
             .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
             .collect();
         Self {
-            out: String::new(),
+            text: String::new(),
             machine: machine.join(","),
         }
     }
 
-    fn gauge(&mut self, name: &str, help: &str, samples: &[(&str, f64)]) {
-        let _ = writeln!(self.out, "# HELP {name} {help}");
-        let _ = writeln!(self.out, "# TYPE {name} gauge");
-        for (labels, value) in samples {
-            let labels = with_machine(labels, &self.machine);
-            let _ = writeln!(self.out, "{name}{labels} {value}");
+    /// `metric`'s samples: each its label values (in the order the
+    /// catalogue names the labels) and its value.
+    fn write(&mut self, metric: &Metric, samples: &[(Vec<String>, f64)]) {
+        let _ = writeln!(self.text, "# HELP {} {}", metric.name, metric.help);
+        let _ = writeln!(self.text, "# TYPE {} {}", metric.name, metric.kind.word());
+        for (values, value) in samples {
+            debug_assert_eq!(values.len(), metric.labels.len(), "{}", metric.name);
+            let mut pairs: Vec<String> = metric
+                .labels
+                .iter()
+                .zip(values)
+                .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
+                .collect();
+            if !self.machine.is_empty() {
+                pairs.push(self.machine.clone());
+            }
+            let labels = if pairs.is_empty() {
+                String::new()
+            } else {
+                format!("{{{}}}", pairs.join(","))
+            };
+            let _ = writeln!(self.text, "{}{labels} {value}", metric.name);
         }
     }
-}
 
-/// What became of the last run's resources.
-fn resource_gauges(gauges: &mut Gauges, report: Option<&Report>) {
-    let summary = report.map(Report::summary);
-    let count = |f: fn(&super::Summary) -> usize| summary.map_or(0, f) as f64;
-    gauges.gauge(
-        "policy_host_resources",
-        "Resources in the last run, by outcome (changed, failed, left_alone and unchanged add up to total; a resource that failed after changes counts as failed; left_alone: its unit paused by the operator or held back after a crash loop).",
-        &[
-            ("{state=\"total\"}", count(|s| s.resources)),
-            ("{state=\"changed\"}", count(|s| s.changed)),
-            ("{state=\"failed\"}", count(|s| s.failed)),
-            ("{state=\"left_alone\"}", count(|s| s.left_alone)),
-            ("{state=\"unchanged\"}", count(|s| s.unchanged)),
-        ],
-    );
-    gauges.gauge(
-        "policy_host_resources_not_applied",
-        "Resources the last run's policies declare for other machines: their `when` did not match this machine's facts (not counted in policy_host_resources).",
-        &[("", count(|s| s.left_out))],
-    );
-    let [paused, held] = left_alone_by_kind(report);
-    gauges.gauge(
-        "policy_host_units_left_alone",
-        "Resources of the last run whose unit was left alone, by why: paused by the operator or held (held back after 3 starts within 60 s, a crash loop).",
-        &[
-            ("{reason=\"paused\"}", paused as f64),
-            ("{reason=\"held\"}", held as f64),
-        ],
-    );
-}
-
-/// Where the last run's policies and settings came from.
-fn source_gauges(gauges: &mut Gauges, report: Option<&Report>) {
-    let (stale, info) = source_series(report);
-    gauges.gauge(
-        "policy_host_source_stale",
-        "1 if the registry could not be reached and the last verified copy of this source ran, else 0; one series per policy and kind (policy or settings) of the last run.",
-        &borrowed(&stale),
-    );
-    gauges.gauge(
-        "policy_host_source_info",
-        "Where each policy and settings source of the last run came from and the digest that ran; always 1, one series per policy and kind, replaced by the next run's.",
-        &borrowed(&info),
-    );
-}
-
-/// When the last run ended, and how long it took.
-fn timing_gauges(gauges: &mut Gauges, duration_secs: f64, now: SystemTime) {
-    let timestamp = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    gauges.gauge(
-        "policy_host_run_duration_seconds",
-        "Duration of the last run.",
-        &[("", duration_secs)],
-    );
-    gauges.gauge(
-        "policy_host_last_run_timestamp_seconds",
-        "When the last run ended, in seconds since the Unix epoch.",
-        &[("", timestamp)],
-    );
-}
-
-/// What the last run restarted, and how it ended: cut short or not, a
-/// success.
-fn outcome_gauges(gauges: &mut Gauges, report: Option<&Report>) {
-    let restarts: Vec<(String, f64)> = restarts_by_cause(report)
-        .iter()
-        .map(|(cause, count)| (format!("{{cause=\"{cause}\"}}"), *count as f64))
-        .collect();
-    gauges.gauge(
-        "policy_host_restarts",
-        "Services restarted by the last run, by cause: a watched file or package that changed, or a service changed earlier in the run (or named by --refresh).",
-        &borrowed(&restarts),
-    );
-    gauges.gauge(
-        "policy_host_run_interrupted",
-        "1 if the last run was cut short by a signal (SIGTERM, SIGINT, SIGHUP), else 0.",
-        &[(
-            "",
-            f64::from(u8::from(report.is_some_and(|r| r.interruption().is_some()))),
-        )],
-    );
-    let success = report.map(Report::summary).is_some_and(|s| s.success);
-    gauges.gauge(
-        "policy_host_run_success",
-        "1 if the last run happened and every resource converged, else 0.",
-        &[("", f64::from(u8::from(success)))],
-    );
-}
-
-/// A sample's labels (`{state="total"}` or none) with the machine's after them.
-/// What a watch counts over its life, beside its runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WatchCounts {
-    /// Signals addressed to the watch that systemd did not send (or, for
-    /// `NameOwnerChanged`, the bus): dropped, never a wake.
-    pub signals_dropped: u64,
-}
-
-/// The series of a watch, appended to its runs' metrics.
-pub fn render_watch_metrics(counts: &WatchCounts, machine: &[(String, String)]) -> String {
-    let machine: Vec<String> = machine
-        .iter()
-        .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
-        .collect();
-    let name = "policy_host_watch_signals_dropped_total";
-    format!(
-        "# HELP {name} Signals sent to the watch by someone other than systemd (or, for NameOwnerChanged, the bus), dropped since the watch started: a local user trying to make it run.\n\
-         # TYPE {name} counter\n\
-         {name}{} {}\n",
-        with_machine("", &machine.join(",")),
-        counts.signals_dropped
-    )
-}
-
-fn with_machine(labels: &str, machine: &str) -> String {
-    match (labels.strip_suffix('}'), machine.is_empty()) {
-        (_, true) => labels.to_owned(),
-        (Some(own), false) => format!("{own},{machine}}}"),
-        (None, false) => format!("{{{machine}}}"),
+    /// One sample without labels of its own.
+    fn one(&mut self, metric: &Metric, value: f64) {
+        self.write(metric, &[(Vec::new(), value)]);
     }
 }
 
-/// Resources left alone in `report`: paused, held.
-fn left_alone_by_kind(report: Option<&Report>) -> [usize; 2] {
-    let mut counts = [0; 2];
-    for run in report.map(Report::runs).into_iter().flatten() {
-        for alone in run.resources.iter().filter_map(|r| r.left_alone.as_ref()) {
-            counts[usize::from(alone.kind == crate::left_alone::Kind::Held)] += 1;
-        }
-    }
-    counts
+fn flag(on: bool) -> f64 {
+    f64::from(u8::from(on))
 }
 
-/// One sample: its labels (`{a="b"}`) and its value.
-type Sample = (String, f64);
+/// Whether the machine is well, and its resources and units in numbers.
+fn machine_series(out: &mut Series, state: &MachineState) {
+    let summary = &state.summary;
+    out.one(&catalogue::RUN_SUCCESS, flag(summary.success));
+    let c = &summary.counts;
+    let states = [
+        ("total", c.resources),
+        ("changed", c.changed),
+        ("failed", c.failed),
+        ("left_alone", c.left_alone),
+        ("unchanged", c.unchanged),
+    ];
+    let samples: Vec<(Vec<String>, f64)> = states
+        .iter()
+        .map(|(state, n)| (vec![(*state).to_owned()], *n as f64))
+        .collect();
+    out.write(&catalogue::RESOURCES, &samples);
+    out.one(&catalogue::RESOURCES_NOT_APPLIED, c.left_out as f64);
+    let held = state
+        .left_alone
+        .iter()
+        .filter(|u| u.kind == Kind::Held)
+        .count();
+    let paused = state.left_alone.len() - held;
+    out.write(
+        &catalogue::UNITS_LEFT_ALONE,
+        &[
+            (vec!["paused".into()], paused as f64),
+            (vec!["held".into()], held as f64),
+        ],
+    );
+}
 
-/// The stale and info series of each policy's sources.
-fn source_series(report: Option<&Report>) -> (Vec<Sample>, Vec<Sample>) {
+/// Each policy's series, labelled by its name (a policy listed twice, the
+/// manifest policy with two manifests, is told apart as `NAME#2`).
+fn policy_series(out: &mut Series, state: &MachineState) {
+    let mut seen: Vec<&str> = Vec::new();
+    let names: Vec<String> = state
+        .policies
+        .iter()
+        .map(|p| {
+            let earlier = seen.iter().filter(|name| **name == p.policy).count();
+            seen.push(&p.policy);
+            match earlier {
+                0 => p.policy.clone(),
+                n => format!("{}#{}", p.policy, n + 1),
+            }
+        })
+        .collect();
+    let each = |f: &dyn Fn(&super::machine::PolicyState) -> f64| -> Vec<(Vec<String>, f64)> {
+        state
+            .policies
+            .iter()
+            .zip(&names)
+            .map(|(p, name)| (vec![name.clone()], f(p)))
+            .collect()
+    };
+    out.write(
+        &catalogue::POLICY_SUCCESS,
+        &each(&|p| flag(p.outcome.converged())),
+    );
+    out.write(
+        &catalogue::POLICY_REFUSED,
+        &each(&|p| flag(p.outcome == PolicyOutcome::Refused)),
+    );
+    out.write(&catalogue::POLICY_LAST_RUN, &each(&|p| p.at as f64));
+    out.write(&catalogue::REPAIRS, &each(&|p| p.repairs as f64));
     // Bounded labels only: a series per policy and kind, whatever version
     // runs. Where a source is and which digest ran change with every push;
-    // they go in the `_info` metric, whose one series per policy and kind is
-    // replaced with the next run's, never added to.
-    // A policy listed twice (the manifest policy with two manifests) is told
-    // apart as NAME#2, so that no two series are the same.
+    // they go in the `_info` metric, whose one series per policy and kind
+    // is replaced with the next run's, never added to.
     let mut stale = Vec::new();
     let mut info = Vec::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for run in report.map(Report::runs).unwrap_or_default() {
-        let earlier = seen.iter().filter(|name| **name == run.policy).count();
-        seen.push(&run.policy);
-        let policy = match earlier {
-            0 => escape(&run.policy),
-            n => format!("{}#{}", escape(&run.policy), n + 1),
-        };
-        for (kind, source) in std::iter::once(("policy", &run.source))
-            .chain(run.settings_source.as_ref().map(|s| ("settings", s)))
-        {
-            let series = format!("policy=\"{policy}\",kind=\"{kind}\"");
-            stale.push((format!("{{{series}}}"), f64::from(u8::from(source.stale))));
+    for (policy, name) in state.policies.iter().zip(&names) {
+        for source in &policy.sources {
+            stale.push((vec![name.clone(), source.kind.clone()], flag(source.stale)));
             info.push((
-                format!(
-                    "{{{series},source=\"{}\",digest=\"{}\"}}",
-                    escape(&source.location),
-                    escape(&source.digest)
-                ),
+                vec![
+                    name.clone(),
+                    source.kind.clone(),
+                    source.location.clone(),
+                    source.digest.clone(),
+                ],
                 1.0,
             ));
         }
     }
-    (stale, info)
+    out.write(&catalogue::SOURCE_STALE, &stale);
+    out.write(&catalogue::SOURCE_INFO, &info);
 }
 
-/// Restarts of the last run, counted by cause.
-fn restarts_by_cause(report: Option<&Report>) -> [(&'static str, usize); 3] {
-    // Restarts by what caused them, a bounded label: `file` and `package`
-    // (a watched reference changed), `service` (a service changed earlier in
-    // the run, or --refresh named one). Every cause is always present.
-    let mut restarts = [("file", 0usize), ("package", 0), ("service", 0)];
-    for event in report
-        .map(Report::runs)
-        .unwrap_or_default()
+/// The last real run: when, how long, why, what it restarted.
+fn last_run_series(out: &mut Series, state: &MachineState) {
+    let Some(run) = &state.last_run else {
+        // No real run yet (only --noop runs): nothing to say of one, and
+        // a timestamp of 0 that says so to an alert on the runs' age.
+        out.one(&catalogue::LAST_RUN, 0.0);
+        return;
+    };
+    out.one(&catalogue::RUN_DURATION, run.duration_ms / 1000.0);
+    out.one(&catalogue::LAST_RUN, run.ended as f64);
+    out.write(
+        &catalogue::LAST_RUN_INFO,
+        &[(
+            vec![run.drive.as_str().into(), run.cause.as_str().into()],
+            1.0,
+        )],
+    );
+    let restarts: Vec<(Vec<String>, f64)> = ["file", "package", "service"]
         .iter()
-        .flat_map(|r| &r.resources)
-        .filter(|e| e.actions.contains(&Done::Restarted))
-    {
-        let causes: Vec<&str> = event
-            .watch
-            .triggered_by
-            .iter()
-            .filter_map(|t| t.reference.split_once('#').map(|(kind, _)| kind))
-            .collect();
-        for (cause, count) in &mut restarts {
-            let by_it = causes.contains(cause) || (*cause == "service" && causes.is_empty());
-            *count += usize::from(by_it);
-        }
+        .map(|cause| {
+            let n = run.restarts.get(*cause).copied().unwrap_or(0);
+            (vec![(*cause).to_owned()], n as f64)
+        })
+        .collect();
+    out.write(&catalogue::RESTARTS, &restarts);
+    out.one(&catalogue::RUN_INTERRUPTED, flag(run.interrupted.is_some()));
+}
+
+/// The last --noop run, apart.
+fn noop_series(out: &mut Series, state: &MachineState) {
+    if let Some(noop) = &state.noop_run {
+        out.one(&catalogue::NOOP_LAST_RUN, noop.ended as f64);
+        out.one(&catalogue::NOOP_WOULD_CHANGE, noop.would_change as f64);
     }
-    restarts
+}
+
+/// The watch, when one writes the state.
+fn watch_series(out: &mut Series, state: &MachineState) {
+    let Some(watch) = &state.watch else {
+        return;
+    };
+    out.one(&catalogue::WATCH_UP, flag(watch.up));
+    out.one(&catalogue::WATCH_START, watch.started as f64);
+    out.one(&catalogue::WATCH_RESYNC, watch.resync_secs as f64);
+    out.one(
+        &catalogue::WATCH_SIGNALS_DROPPED,
+        watch.signals_dropped as f64,
+    );
+    let holds: Vec<(Vec<String>, f64)> = ["crash_loop", "fight"]
+        .iter()
+        .map(|reason| {
+            let n = watch.holds.get(*reason).copied().unwrap_or(0);
+            (vec![(*reason).to_owned()], n as f64)
+        })
+        .collect();
+    out.write(&catalogue::WATCH_HOLDS, &holds);
 }
 
 /// A label value in the text format: backslash, quote and newline escaped.
@@ -264,38 +233,117 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-fn borrowed(samples: &[(String, f64)]) -> Vec<(&str, f64)> {
-    samples.iter().map(|(l, v)| (l.as_str(), *v)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, SystemTime};
 
+    use super::*;
+    use crate::guest::{Done, GuestOutcome};
+    use crate::report::machine::{Drive, How, Ran, RunCause, WatchState};
+    use crate::report::{
+        CompileInfo, ProviderInfo, Report, RunRecord, RunReport, SignatureReport, SourceReport,
+    };
+    use crate::state_file::Versioned as _;
+
+    /// The state after one real run that produced `report`.
+    fn state_of(report: &Report) -> MachineState {
+        let mut state = MachineState::empty();
+        state.record(
+            Ran {
+                how: How {
+                    drive: Drive::Manual,
+                    cause: RunCause::Manual,
+                },
+                said: None,
+                noop: false,
+                result: Ok(report),
+                refused: &[],
+                configured: None,
+                left_alone: &Default::default(),
+                duration: Duration::from_secs(1),
+                labels: Default::default(),
+            },
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        );
+        state
+    }
+
     #[test]
-    fn a_watch_counts_the_signals_it_dropped_with_the_machines_labels() {
-        let counts = super::WatchCounts { signals_dropped: 7 };
-        let text = super::render_watch_metrics(&counts, &[("label_role".into(), "web".into())]);
+    fn a_watch_writes_its_series_with_the_machines_labels() {
+        let mut state = state_of(&Report::new(vec![run(
+            "web.wasm",
+            source("/p.wasm", "sha256:aa", false),
+            None,
+        )]));
+        state.set_watch(Some(WatchState {
+            up: true,
+            pid: 7,
+            started: 1_700_000_000,
+            resync_secs: 900,
+            next_resync: None,
+            last_event_run: None,
+            holds: [("fight".to_owned(), 2)].into(),
+            signals_dropped: 7,
+        }));
+        let text = render_metrics(&state, &[("label_role".into(), "web".into())]);
         assert!(
             text.contains("# TYPE policy_host_watch_signals_dropped_total counter\n"),
             "{text}"
         );
+        for line in [
+            "policy_host_watch_signals_dropped_total{label_role=\"web\"} 7",
+            "policy_host_watch_up{label_role=\"web\"} 1",
+            "policy_host_watch_holds_total{reason=\"fight\",label_role=\"web\"} 2",
+            "policy_host_watch_holds_total{reason=\"crash_loop\",label_role=\"web\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+        let bare = render_metrics(&state, &[]);
         assert!(
-            text.ends_with("policy_host_watch_signals_dropped_total{label_role=\"web\"} 7\n"),
-            "{text}"
-        );
-        let bare = super::render_watch_metrics(&counts, &[]);
-        assert!(
-            bare.ends_with("policy_host_watch_signals_dropped_total 7\n"),
+            bare.contains("\npolicy_host_watch_signals_dropped_total 7\n"),
             "{bare}"
         );
     }
 
-    use super::*;
-    use crate::guest::GuestOutcome;
-    use crate::report::{
-        CompileInfo, ProviderInfo, RunRecord, RunReport, SignatureReport, SourceReport,
-    };
+    #[test]
+    fn every_series_written_is_one_of_the_catalogues() {
+        let mut state = state_of(&Report::new(vec![run(
+            "web.wasm",
+            source("/p.wasm", "sha256:aa", false),
+            None,
+        )]));
+        state.set_watch(Some(WatchState {
+            up: true,
+            pid: 7,
+            started: 1,
+            resync_secs: 900,
+            next_resync: None,
+            last_event_run: None,
+            holds: Default::default(),
+            signals_dropped: 0,
+        }));
+        let text = render_metrics(&state, &[]);
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = line.split(['{', ' ']).next().unwrap();
+            assert!(
+                catalogue::find(name).is_some(),
+                "{name} is not in the catalogue"
+            );
+        }
+        let typed: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .collect();
+        for metric in catalogue::METRICS {
+            if metric.scope != catalogue::Scope::Noop {
+                assert!(
+                    typed.contains(&format!("{} {}", metric.name, metric.kind.word()).as_str()),
+                    "{} missing",
+                    metric.name
+                );
+            }
+        }
+    }
 
     fn source(location: &str, digest: &str, stale: bool) -> SourceReport {
         SourceReport {
@@ -308,6 +356,7 @@ mod tests {
 
     fn run(policy: &str, source: SourceReport, settings: Option<SourceReport>) -> RunReport {
         RunReport::new(RunRecord {
+            key: policy.into(),
             policy: policy.into(),
             source,
             settings_source: settings,
@@ -347,7 +396,7 @@ mod tests {
                 source(location, digest, stale),
                 Some(source("/etc/site.yaml", "sha256:5e", false)),
             )]);
-            render_metrics(Some(&report), &[], 1.0, SystemTime::UNIX_EPOCH)
+            render_metrics(&state_of(&report), &[])
         };
         let first = render("sha256:aa", "oci://r.example/policies/web:1", false);
         let second = render("sha256:bb", "oci://r.example/policies/web:2", true);
@@ -374,19 +423,23 @@ mod tests {
 
     #[test]
     fn a_policy_listed_twice_gets_series_of_its_own() {
+        // The manifest policy with two manifests: two policies of one name,
+        // told apart in the state by their settings.
+        let mut second = run(
+            "manifest.wasm",
+            source("/a/manifest.wasm", "sha256:1", true),
+            None,
+        );
+        second.key = "manifest.wasm --settings /b.yaml".into();
         let report = Report::new(vec![
             run(
                 "manifest.wasm",
                 source("/a/manifest.wasm", "sha256:1", false),
                 None,
             ),
-            run(
-                "manifest.wasm",
-                source("/a/manifest.wasm", "sha256:1", true),
-                None,
-            ),
+            second,
         ]);
-        let text = render_metrics(Some(&report), &[], 1.0, SystemTime::UNIX_EPOCH);
+        let text = render_metrics(&state_of(&report), &[]);
         let stale = series(&text, "policy_host_source_stale");
         assert_eq!(
             stale,
@@ -404,7 +457,7 @@ mod tests {
             source("C:\\x", "sha256:1", false),
             None,
         )]);
-        let text = render_metrics(Some(&report), &[], 1.0, SystemTime::UNIX_EPOCH);
+        let text = render_metrics(&state_of(&report), &[]);
         assert!(text.contains("policy=\"we\\\"b\\n.wasm\""), "{text}");
         assert!(text.contains("source=\"C:\\\\x\""), "{text}");
     }
@@ -437,12 +490,7 @@ mod tests {
             event("app", vec![Done::Restarted], &[]),
             event("db", vec![Done::Started], &["package#postgresql"]),
         ];
-        let text = render_metrics(
-            Some(&Report::new(vec![report])),
-            &[],
-            1.0,
-            SystemTime::UNIX_EPOCH,
-        );
+        let text = render_metrics(&state_of(&Report::new(vec![report])), &[]);
         for line in [
             "policy_host_restarts{cause=\"file\"} 2",
             "policy_host_restarts{cause=\"package\"} 1",

@@ -5,7 +5,9 @@
 
 pub mod catalogue;
 mod human;
+pub mod machine;
 mod metrics;
+pub mod result;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -166,6 +168,10 @@ impl Summary {
 /// Everything one `host run` of one policy produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
+    /// Where the policy comes from, as configured (a path or an `oci://`
+    /// reference): what the machine's state knows it by from run to run.
+    #[serde(skip)]
+    pub key: String,
     pub policy: String,
     /// The machine's labels (host.toml `[labels]`), for grouping reports.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -196,6 +202,7 @@ pub struct RunReport {
 
 /// What one run produced, before it is summarised.
 pub struct RunRecord {
+    pub key: String,
     pub policy: String,
     pub source: SourceReport,
     pub settings_source: Option<SourceReport>,
@@ -227,6 +234,7 @@ impl RunReport {
         summary.duration_ms = millis(record.duration);
         summary.success = summary.failed == 0 && !policy_failed;
         Self {
+            key: record.key,
             policy: record.policy,
             labels: BTreeMap::new(),
             source: record.source,
@@ -261,42 +269,8 @@ impl RunReport {
     }
 }
 
-/// The report of a run that could not happen: nothing was applied. It has
-/// the shape monitoring reads from a report (an `error`, a failed summary).
-#[derive(Debug, Clone, Serialize)]
-pub struct FailedRun {
-    pub error: String,
-    pub summary: NothingApplied,
-}
-
-/// A summary of nothing: no resource, and no success.
-#[derive(Debug, Clone, Serialize)]
-pub struct NothingApplied {
-    resources: usize,
-    changed: usize,
-    failed: usize,
-    unchanged: usize,
-    success: bool,
-}
-
-impl Report {
-    /// The report written when the run could not happen, for `error`.
-    pub fn failed(error: &anyhow::Error) -> FailedRun {
-        FailedRun {
-            error: format!("{error:#}"),
-            summary: NothingApplied {
-                resources: 0,
-                changed: 0,
-                failed: 0,
-                unchanged: 0,
-                success: false,
-            },
-        }
-    }
-}
-
 pub use human::{render_human, Style, Verbosity};
-pub use metrics::{render_metrics, render_watch_metrics, WatchCounts};
+pub use metrics::render_metrics;
 
 /// The report of one invocation: one policy's report, or, with several
 /// policies, all of them in order with a combined summary.
@@ -444,17 +418,6 @@ impl Report {
 #[cfg(test)]
 mod phase_tests {
     use super::*;
-
-    #[test]
-    fn a_run_that_could_not_happen_reports_an_error_and_a_failed_summary() {
-        let error = anyhow::anyhow!("cause").context("loading policy p.wasm");
-        let json = serde_json::to_value(Report::failed(&error)).unwrap();
-        assert_eq!(json["error"], "loading policy p.wasm: cause");
-        assert_eq!(json["summary"]["success"], false);
-        for count in ["resources", "changed", "failed", "unchanged"] {
-            assert_eq!(json["summary"][count], 0, "{count}");
-        }
-    }
 
     #[test]
     fn a_resource_left_alone_is_counted_apart_and_the_parts_add_up() {

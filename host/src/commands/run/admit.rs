@@ -8,6 +8,7 @@ use anyhow::Context as _;
 
 use crate::admission::{self, Admitted, Location};
 use crate::oci::Kind;
+use crate::report::machine::Refusal;
 use crate::runtime::{CompileCache, LoadedPolicy, PolicyRuntime};
 use crate::text::millis;
 
@@ -23,7 +24,8 @@ pub(super) struct SettingsDoc {
 
 /// A policy admitted and compiled, with the settings it runs with.
 pub(super) struct ReadyPolicy {
-    /// Where it comes from, as configured (events name policies by it).
+    /// Where it comes from, as configured, with its settings document:
+    /// what events and the machine's state name it by.
     pub(super) key: String,
     pub(super) admitted: Admitted,
     pub(super) compiled: LoadedPolicy,
@@ -45,7 +47,9 @@ impl AdmittedRun {
         let mut run = Self::empty(plan)?;
         let mut admitter = Admitter::new(plan);
         for job in &plan.jobs {
-            let policy = admitter.admit(job, &run.runtime)?;
+            let policy = admitter
+                .admit(job, &run.runtime)
+                .map_err(|e| RefusedDocument::new(job, e))?;
             run.policies.push(policy);
         }
         run.settings = admitter.settings;
@@ -55,14 +59,14 @@ impl AdmittedRun {
     /// [`Self::admit`], each policy on its own (`host watch`): a refused
     /// document refuses only the policies made of it, each said with its
     /// key. An `Err` means none could be tried (no runtime).
-    pub(super) fn admit_each(plan: &Plan<'_>) -> anyhow::Result<(Self, Vec<(String, String)>)> {
+    pub(super) fn admit_each(plan: &Plan<'_>) -> anyhow::Result<(Self, Vec<Refusal>)> {
         let mut run = Self::empty(plan)?;
         let mut refused = Vec::new();
         let mut admitter = Admitter::new(plan);
         for job in &plan.jobs {
             match admitter.admit(job, &run.runtime) {
                 Ok(policy) => run.policies.push(policy),
-                Err(e) => refused.push((job.policy.to_string(), format!("{e:#}"))),
+                Err(e) => refused.push(RefusedDocument::new(job, e).refusal),
             }
         }
         run.settings = admitter.settings;
@@ -86,6 +90,31 @@ impl AdmittedRun {
             .chain(self.settings.iter().map(|d| &d.admitted))
     }
 }
+
+/// A policy or settings document refused: the run stops, and the policy's
+/// outcome in the machine's state is this refusal. Says exactly what the
+/// admission's error says.
+#[derive(Debug)]
+pub(super) struct RefusedDocument {
+    pub(super) refusal: Refusal,
+}
+
+impl RefusedDocument {
+    fn new(job: &Job, error: anyhow::Error) -> Self {
+        let source = job.policy.to_string();
+        Self {
+            refusal: Refusal::new(job.state_key(), &source, format!("{error:#}")),
+        }
+    }
+}
+
+impl std::fmt::Display for RefusedDocument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.refusal.why)
+    }
+}
+
+impl std::error::Error for RefusedDocument {}
 
 /// The gate and cache one admission uses, and the settings documents
 /// admitted so far (each read and verified once).
@@ -136,7 +165,7 @@ impl<'p> Admitter<'p> {
             "policy compiled and linked"
         );
         Ok(ReadyPolicy {
-            key: job.policy.to_string(),
+            key: job.state_key(),
             admitted,
             compiled,
             settings: doc,

@@ -25,10 +25,12 @@ use std::time::Instant;
 use crate::cli::{RunArgs, RunCommandArgs};
 use crate::interrupt;
 use crate::lock::RunLock;
-use crate::report::{Report, WatchCounts};
+use crate::report::machine::{Drive, How, Refusal, RunCause, WatchState};
+use crate::report::result::PolicyResult;
+use crate::report::Report;
 
 use crate::settings::ConfigFile;
-use admit::AdmittedRun;
+use admit::{AdmittedRun, RefusedDocument};
 use plan::{Cycle, Plan, Request};
 use session::Session;
 
@@ -45,19 +47,42 @@ pub fn execute(command: &RunCommandArgs) -> anyhow::Result<i32> {
     // host.toml is read once, here: every phase takes this reading.
     let file = ConfigFile::load(args.trust.config.path());
     let outputs = outputs::Outputs::resolve(args, file.as_ref().ok());
-    let result = file.and_then(|file| converge(args, &file, &request, &outputs, started));
+    let ended = match file {
+        Ok(file) => converge(args, &file, &request, &outputs, started),
+        Err(e) => Ended::failed(e),
+    };
     // What the run did is printed first, whatever then happens to the
     // files: a full disk must not hide that a service was started.
-    let printed = match &result {
-        Ok((report, _)) => outputs::print(request.printed, report),
+    let printed = match &ended.result {
+        Ok(report) => outputs::print(request.printed, report),
         Err(_) => Ok(()),
     };
-    let report = result.as_ref().map(|(report, _)| report);
-    let failures = outputs::write(&outputs, report, started);
+    let drive = Drive::of_run();
+    let failures = outputs::write(
+        &outputs,
+        outputs::Recorded {
+            result: ended.result.as_ref(),
+            refused: &ended.refused,
+            how: How {
+                drive,
+                cause: match drive {
+                    Drive::Timer => RunCause::Timer,
+                    _ => RunCause::Manual,
+                },
+            },
+            said: None,
+            noop: request.noop(),
+            configured: ended.configured,
+            held: LeftAlone::default(),
+            duration: started.elapsed(),
+            locked: ended.lock.is_some(),
+        },
+    );
     // The lock is held until the outputs are written: the next run's
     // clean-up of temporary files never meets this run's.
-    let (report, _lock) = match result {
-        Ok(done) => done,
+    drop(ended.lock);
+    let report = match ended.result {
+        Ok(report) => report,
         Err(e) => {
             for failure in &failures {
                 tracing::error!("{failure}");
@@ -75,18 +100,92 @@ pub fn execute(command: &RunCommandArgs) -> anyhow::Result<i32> {
     Ok(report.exit_code(request.detailed_exitcodes))
 }
 
-/// The run's phases, in order.
+/// How a run ended, for its outputs: its report or why it could not
+/// happen, the documents refused, the lock when it was taken, and every
+/// configured policy's key when it took them all.
+struct Ended {
+    result: anyhow::Result<Report>,
+    refused: Vec<Refusal>,
+    lock: Option<RunLock>,
+    configured: Option<Vec<String>>,
+}
+
+impl Ended {
+    fn failed(error: anyhow::Error) -> Self {
+        Self {
+            result: Err(error),
+            refused: Vec::new(),
+            lock: None,
+            configured: None,
+        }
+    }
+}
+
+/// The run's phases, in order. A refused document stops the run with
+/// nothing applied; its refusal is recorded under the lock, taken then.
 fn converge(
     args: &RunArgs,
     file: &ConfigFile,
     request: &Request,
     outputs: &outputs::Outputs,
     started: Instant,
-) -> anyhow::Result<(Report, RunLock)> {
-    let plan = Plan::resolve(args, file, request, outputs, started)?;
-    let admitted = AdmittedRun::admit(&plan)?;
-    let converged = Session::begin(&plan, admitted)?.converge()?;
-    Ok((converged.report, converged.lock))
+) -> Ended {
+    let plan = match Plan::resolve(args, file, request, outputs, started) {
+        Ok(plan) => plan,
+        Err(e) => return Ended::failed(e),
+    };
+    let configured = plan
+        .whole
+        .then(|| plan.jobs.iter().map(|j| j.state_key()).collect());
+    let admitted = match AdmittedRun::admit(&plan) {
+        Ok(admitted) => admitted,
+        Err(e) => {
+            let refused = e
+                .downcast_ref::<RefusedDocument>()
+                .map(|r| vec![r.refusal.clone()])
+                .unwrap_or_default();
+            let lock = RunLock::acquire_quietly(
+                &plan.settings.lock_file,
+                request.lock_wait(plan.settings.lock_timeout),
+            )
+            .ok();
+            return Ended {
+                result: Err(e),
+                refused,
+                lock,
+                configured: None,
+            };
+        }
+    };
+    match Session::begin(&plan, admitted).and_then(|s| s.converge(&mut NoSink)) {
+        Ok(converged) => Ended {
+            result: Ok(converged.report),
+            refused: Vec::new(),
+            lock: Some(converged.lock),
+            configured,
+        },
+        Err(e) => Ended::failed(e),
+    }
+}
+
+/// What takes each policy's result as the policy finishes (kube-rs
+/// `applier`'s stream of results): a watch's lines and its backoff. A new
+/// consumer of results is one more sink.
+pub(crate) trait Sink {
+    fn finished(&mut self, result: &PolicyResult<'_>);
+
+    /// The units held back as the run ends, as the machine's state
+    /// records them (a watch's backoff; none for `host run`).
+    fn held(&self) -> LeftAlone {
+        LeftAlone::default()
+    }
+}
+
+/// `host run`'s: its results go to the report and the state only.
+struct NoSink;
+
+impl Sink for NoSink {
+    fn finished(&mut self, _: &PolicyResult<'_>) {}
 }
 
 /// Which of the configured policies a run takes.
@@ -123,10 +222,8 @@ pub(crate) struct Concern {
 
 /// What a run of `host watch` gives back.
 pub(crate) struct Cycled {
-    /// `None` when no policy could run (all of them refused).
-    pub(crate) report: Option<Report>,
-    /// The policies whose documents were refused, with why; they did not run.
-    pub(crate) refused: Vec<(String, String)>,
+    /// The policies whose documents were refused; they did not run.
+    pub(crate) refused: Vec<Refusal>,
     pub(crate) concerns: Vec<Concern>,
     /// Every policy the configuration lists, whether it ran or not.
     pub(crate) planned: Vec<PlannedPolicy>,
@@ -139,65 +236,110 @@ pub(crate) struct Cycled {
 
 pub(crate) use plan::Inputs;
 
-/// One run for `host watch`: the phases of `host run`, for `selection`,
+/// What a watch tells a run of itself.
+pub(crate) struct WatchRun<'a> {
+    pub(crate) selection: &'a Selection,
+    pub(crate) first: bool,
+    /// The units held back as the run starts.
+    pub(crate) held: LeftAlone,
+    pub(crate) cause: RunCause,
+    /// The watch's words for the cause.
+    pub(crate) said: String,
+    /// The watch's account of itself, written with the state.
+    pub(crate) watch: WatchState,
+}
+
+/// One run for `host watch`: the phases of `host run`, for its selection,
 /// with each policy admitted on its own (a refused document stops only its
-/// policy). The report and metrics files are written as a timer run writes
-/// them, when a policy ran; nothing is printed. An `Err` means no run could
-/// happen (host.toml or a flag is wrong, the lock is not free).
-/// `held`: the units the watch holds back after a crash loop; `first`:
-/// the watch's first run; `counts`: the watch's own, written with the
-/// metrics. host.toml is read once, at the cycle's start: the plan, the
-/// outputs and the watch's own settings (returned in [`Cycled`]) all take
-/// that one reading.
+/// policy). Each policy's result goes to `sink` as it finishes; the run
+/// is merged into the machine's state, written as the report and metrics
+/// files; nothing is printed. An `Err` means no run could happen (host.toml
+/// or a flag is wrong, the lock is not free). host.toml is read once, at
+/// the cycle's start: the plan, the outputs and the watch's own settings
+/// (returned in [`Cycled`]) all take that one reading.
 pub(crate) fn cycle(
     args: &RunArgs,
-    selection: &Selection,
-    first: bool,
-    held: LeftAlone,
-    counts: WatchCounts,
+    run: WatchRun<'_>,
+    sink: &mut dyn Sink,
 ) -> anyhow::Result<Cycled> {
     let started = Instant::now();
     let request = Request::of_cycle(
         args,
         Cycle {
-            first,
-            for_event: matches!(selection, Selection::Only(_)),
-            held,
+            first: run.first,
+            for_event: matches!(run.selection, Selection::Only(_)),
+            held: run.held,
         },
     );
     let file = ConfigFile::load(args.trust.config.path());
     let outputs = outputs::Outputs {
-        watch: Some(counts),
+        watch: Some(run.watch),
         ..outputs::Outputs::resolve(args, file.as_ref().ok())
     };
     let file = file?;
     let mut plan = Plan::resolve(args, &file, &request, &outputs, started)?;
     let planned = plan.planned();
     let inputs = plan.inputs();
-    plan.select(selection);
+    let all: Vec<String> = plan.jobs.iter().map(|j| j.state_key()).collect();
+    plan.select(run.selection);
+    let configured = plan.whole.then_some(all);
     let (admitted, refused) = AdmittedRun::admit_each(&plan)?;
-    if admitted.policies.is_empty() {
-        return Ok(Cycled {
-            report: None,
-            refused,
-            concerns: Vec::new(),
-            planned,
-            inputs,
-            config: file,
-        });
-    }
-    let result = Session::begin(&plan, admitted).and_then(Session::converge);
-    let failures = outputs::write(&outputs, result.as_ref().map(|c| &c.report), started);
+    let (result, lock) = if admitted.policies.is_empty() {
+        (None, None)
+    } else {
+        match Session::begin(&plan, admitted).and_then(|s| s.converge(sink)) {
+            Ok(converged) => (
+                Some(Ok(converged.report)),
+                Some((converged.lock, converged.concerns)),
+            ),
+            Err(e) => (Some(Err(e)), None),
+        }
+    };
+    let failures = outputs::write(
+        &outputs,
+        outputs::Recorded {
+            result: match &result {
+                Some(Ok(report)) => Ok(report),
+                Some(Err(e)) => Err(e),
+                None => Ok(&EMPTY),
+            },
+            refused: &refused,
+            how: How {
+                drive: Drive::Watch,
+                cause: run.cause,
+            },
+            said: Some(run.said),
+            noop: request.noop(),
+            configured,
+            held: sink.held(),
+            duration: started.elapsed(),
+            locked: lock.is_some(),
+        },
+    );
     for failure in &failures {
         tracing::error!("{failure}");
     }
-    let converged = result?;
+    let concerns = match (result, lock) {
+        (Some(Err(e)), _) => return Err(e),
+        (_, Some((_lock, concerns))) => concerns,
+        _ => Vec::new(),
+    };
     Ok(Cycled {
-        report: Some(converged.report),
         refused,
-        concerns: converged.concerns,
+        concerns,
         planned,
         inputs,
         config: file,
     })
+}
+
+/// The report of a run in which no policy ran (every one refused).
+static EMPTY: std::sync::LazyLock<Report> = std::sync::LazyLock::new(|| Report::new(Vec::new()));
+
+/// Records the watch's account of itself in the machine's state, without
+/// a run (the watch's end: `up` false), and writes the report and metrics.
+pub(crate) fn note_watch(args: &RunArgs, watch: WatchState) -> anyhow::Result<()> {
+    let file = ConfigFile::load(args.trust.config.path())?;
+    let outputs = outputs::Outputs::resolve(args, Some(&file));
+    outputs::note_watch(&outputs, watch)
 }

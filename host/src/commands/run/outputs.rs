@@ -1,16 +1,20 @@
-//! The last phase of a run: the report on stdout, then the report and the
-//! metrics files, written whatever the run's outcome.
+//! The last phase of a run: the report on stdout, then the machine's state
+//! (the run merged into it) written as the report and the metrics files,
+//! whatever the run's outcome.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 
 use crate::atomic_file;
-use crate::report::{
-    render_human, render_metrics, render_watch_metrics, Report, Style, Verbosity, WatchCounts,
-};
+use crate::left_alone::pause::Pauses;
+use crate::left_alone::LeftAlone;
+use crate::lock::{RunLock, Wait};
+use crate::report::machine::{Drive, How, MachineState, Ran, Refusal, WatchState};
+use crate::report::{render_human, render_metrics, Report, Style, Verbosity};
+use crate::state_file::Versioned as _;
 
 /// How the report is printed on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,8 +34,18 @@ pub(super) struct Outputs {
     pub(super) metrics: Option<PathBuf>,
     /// host.toml's `[labels]`, as the metrics' label pairs.
     pub(super) labels: Vec<(String, String)>,
-    /// A watch's own counts, written with each of its runs' metrics.
-    pub(super) watch: Option<WatchCounts>,
+    /// host.toml's `[labels]` as they are, for the report.
+    pub(super) machine_labels: std::collections::BTreeMap<String, String>,
+    /// Where the machine's state is kept, when host.toml and the flags
+    /// could be read.
+    pub(super) state_dir: Option<PathBuf>,
+    /// The run lock, for a run that could not happen: its outcome is
+    /// recorded only under the lock.
+    pub(super) lock_file: Option<PathBuf>,
+    /// A watch's account of itself, written with each of its runs.
+    pub(super) watch: Option<WatchState>,
+    /// The report limit: the state as written is held to it.
+    pub(super) report_limit: usize,
 }
 
 impl Outputs {
@@ -80,20 +94,99 @@ pub(super) fn print(printed: Printed, report: &Report) -> anyhow::Result<()> {
         .context("writing the report to stdout")
 }
 
-/// Writes the report and the metrics, for a run that happened or for one
-/// that could not (`Err`); returns what could not be written.
-pub(super) fn write(
-    outputs: &Outputs,
-    result: Result<&Report, &anyhow::Error>,
-    started: Instant,
-) -> Vec<String> {
+/// What a run gives its outputs: its report (or why it could not happen)
+/// and how it came about, merged into the machine's state.
+pub(super) struct Recorded<'a> {
+    pub(super) result: Result<&'a Report, &'a anyhow::Error>,
+    /// The policies whose documents were refused.
+    pub(super) refused: &'a [Refusal],
+    pub(super) how: How,
+    /// The watch's words for what woke it.
+    pub(super) said: Option<String>,
+    pub(super) noop: bool,
+    /// Every configured policy's key, when the run took them all.
+    pub(super) configured: Option<Vec<String>>,
+    /// The units a watch holds back as the run ends.
+    pub(super) held: LeftAlone,
+    pub(super) duration: Duration,
+    /// Whether the caller holds the run lock (else it is tried, without
+    /// waiting: a run under way writes the state itself).
+    pub(super) locked: bool,
+}
+
+/// Merges a run into the machine's state and writes it: to the state
+/// directory, as the report file, and as the metrics. Returns what could
+/// not be written.
+pub(super) fn write(outputs: &Outputs, recorded: Recorded<'_>) -> Vec<String> {
+    let mut failures = Vec::new();
+    // A dry run with nowhere to say it (an operator trying a policy, as
+    // any user) leaves the machine's state alone.
+    if recorded.noop && outputs.report.is_none() && outputs.metrics.is_none() {
+        return failures;
+    }
+    let _lock = match (recorded.locked, &outputs.lock_file) {
+        (false, Some(lock)) => match RunLock::acquire_quietly(lock, Wait::No) {
+            Ok(lock) => Some(lock),
+            Err(e) => {
+                // Said after the run's own error, which is what it is about.
+                tracing::debug!(
+                    "the machine's state is not updated with this run ({e:#}): the run under way writes it"
+                );
+                return failures;
+            }
+        },
+        _ => None,
+    };
+    let (path, mut state) = match outputs.state_dir.as_deref().map(MachineState::open) {
+        Some(Ok((path, state))) => (Some(path), state),
+        Some(Err(e)) => {
+            failures.push(format!("reading the machine's state: {e:#}"));
+            (None, MachineState::empty())
+        }
+        None => (None, MachineState::empty()),
+    };
+    let mut left_alone = pauses_in_force(outputs.state_dir.as_deref());
+    left_alone.extend(recorded.held.clone());
+    let error = recorded.result.as_ref().err().map(|e| format!("{e:#}"));
+    state.record(
+        Ran {
+            how: recorded.how,
+            said: recorded.said,
+            noop: recorded.noop,
+            result: match (recorded.result, error) {
+                (Ok(report), _) => Ok(report),
+                (Err(_), error) => Err(error.unwrap_or_default()),
+            },
+            refused: recorded.refused,
+            configured: recorded.configured,
+            left_alone: &left_alone,
+            duration: recorded.duration,
+            labels: outputs.machine_labels.clone(),
+        },
+        SystemTime::now(),
+    );
+    match (&outputs.watch, recorded.how.drive) {
+        (Some(watch), _) => state.set_watch(Some(watch.clone())),
+        // The timer drives the machine (the watch conflicts with it).
+        (None, Drive::Timer) => state.set_watch(None),
+        (None, _) => {}
+    }
+    state.bound(outputs.report_limit);
+    if let Some(path) = &path {
+        if let Err(e) = state.save(path) {
+            failures.push(format!("{e:#}"));
+        }
+    }
+    failures.extend(publish(outputs, &state));
+    failures
+}
+
+/// Writes `state` as the report file and the metrics; returns what could
+/// not be written.
+pub(super) fn publish(outputs: &Outputs, state: &MachineState) -> Vec<String> {
     let mut failures = Vec::new();
     if let Some(path) = &outputs.report {
-        let json = match result {
-            Ok(report) => serde_json::to_string_pretty(report),
-            Err(e) => serde_json::to_string_pretty(&Report::failed(e)),
-        };
-        let written = json
+        let written = serde_json::to_string_pretty(state)
             .map_err(anyhow::Error::from)
             .and_then(|json| atomic_file::write(path, (json + "\n").as_bytes(), OUTPUT_MODE));
         if let Err(e) = written {
@@ -101,18 +194,35 @@ pub(super) fn write(
         }
     }
     if let Some(path) = &outputs.metrics {
-        let mut metrics = render_metrics(
-            result.ok(),
-            &outputs.labels,
-            started.elapsed().as_secs_f64(),
-            SystemTime::now(),
-        );
-        if let Some(counts) = &outputs.watch {
-            metrics.push_str(&render_watch_metrics(counts, &outputs.labels));
-        }
+        let metrics = render_metrics(state, &outputs.labels);
         if let Err(e) = atomic_file::write(path, metrics.as_bytes(), OUTPUT_MODE) {
             failures.push(format!("writing the metrics {}: {e:#}", path.display()));
         }
     }
     failures
+}
+
+/// The operator's pauses in force now; none when they cannot be read (the
+/// run says why).
+fn pauses_in_force(state_dir: Option<&Path>) -> LeftAlone {
+    state_dir
+        .and_then(|dir| Pauses::open(dir).ok())
+        .map(|(_, pauses)| pauses.in_force(SystemTime::now()))
+        .unwrap_or_default()
+}
+
+/// Says the watch's account of itself in the state, under the lock (not
+/// waiting: a run under way writes it), and publishes the state.
+pub(super) fn note_watch(outputs: &Outputs, watch: WatchState) -> anyhow::Result<()> {
+    let (Some(lock), Some(dir)) = (&outputs.lock_file, &outputs.state_dir) else {
+        anyhow::bail!("no state directory");
+    };
+    let _lock = RunLock::acquire(lock, Wait::No)?;
+    let (path, mut state) = MachineState::open(dir)?;
+    state.set_watch(Some(watch));
+    state.save(&path)?;
+    match publish(outputs, &state).as_slice() {
+        [] => Ok(()),
+        failures => anyhow::bail!("{}", failures.join("; ")),
+    }
 }

@@ -35,6 +35,15 @@ pub(super) struct Job {
     pub(super) settings: Option<Location>,
 }
 
+impl Job {
+    /// Its key: in the machine's state, and in a watch's events (the
+    /// manifest policy listed twice, with two manifests, is two policies).
+    pub(super) fn state_key(&self) -> String {
+        let settings = self.settings.as_ref().map(ToString::to_string);
+        crate::report::machine::state_key(&self.policy.to_string(), settings.as_deref())
+    }
+}
+
 /// Whether the run may change the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -256,7 +265,7 @@ impl<'a> Plan<'a> {
                     .flat_map(|path| [path.clone(), signature_path_for(path)])
                     .collect();
                 PlannedPolicy {
-                    key: job.policy.to_string(),
+                    key: job.state_key(),
                     documents,
                 }
             })
@@ -271,8 +280,7 @@ impl<'a> Plan<'a> {
     /// Keeps only the policies `selection` takes.
     pub(super) fn select(&mut self, selection: &Selection) {
         if let Selection::Only(keys) = selection {
-            self.jobs
-                .retain(|job| keys.contains(&job.policy.to_string()));
+            self.jobs.retain(|job| keys.contains(&job.state_key()));
             self.whole = false;
         }
     }
@@ -301,6 +309,18 @@ impl Outputs {
                 report: v.report_file,
                 metrics: v.metrics_file,
                 labels: file.labels().metric_pairs(),
+                machine_labels: file
+                    .labels()
+                    .iter()
+                    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                    .collect(),
+                state_dir: args.state_flags.resolve(file).ok().map(|s| s.state_dir),
+                lock_file: args.run_flags.resolve(file).ok().map(|v| v.lock_file),
+                report_limit: args
+                    .run_flags
+                    .resolve(file)
+                    .or_else(|_| args.run_flags.resolve(&ConfigFile::default()))
+                    .map_or(1 << 20, |v| v.report_limit),
                 watch: None,
             })
         };

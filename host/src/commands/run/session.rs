@@ -9,7 +9,7 @@ use anyhow::bail;
 
 use crate::atomic_file;
 use crate::contract::types::Fact;
-use crate::contract::{ErrorKind, RunOptions};
+use crate::contract::RunOptions;
 use crate::facts::Facts;
 use crate::guest::GuestOutcome;
 use crate::interrupt;
@@ -17,17 +17,17 @@ use crate::left_alone::pause::Pauses;
 use crate::left_alone::LeftAlone;
 use crate::lock::RunLock;
 use crate::provider::{Provider, SystemdConfig};
+use crate::report::result::PolicyResult;
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
 use crate::resource::UnitName;
 use crate::runtime::PolicyRuntime;
-use crate::service_name::CheckedName;
 use crate::subscriptions::record::{self, Records};
 use crate::subscriptions::survey::{Sources, Survey};
 use crate::subscriptions::{dpkg, Budget, Caps};
 
 use super::admit::{AdmittedRun, ReadyPolicy};
 use super::plan::Plan;
-use super::Concern;
+use super::{Concern, Sink};
 
 /// The run holding the lock, its versions recorded, its provider built:
 /// from here on, the machine may change.
@@ -126,7 +126,7 @@ impl<'a> Session<'a> {
     /// one reload after enablement changes follows the last policy run, and
     /// is reported with it. The lock is handed back: it is held until the
     /// outputs are written.
-    pub(super) fn converge(self) -> anyhow::Result<Converged> {
+    pub(super) fn converge(self, sink: &mut dyn Sink) -> anyhow::Result<Converged> {
         let Session {
             plan,
             run,
@@ -179,11 +179,17 @@ impl<'a> Session<'a> {
                     .filter(|r| r.changed)
                     .map(|r| r.resource.to_string()),
             );
+            let result = PolicyResult::of(&key, &report);
+            sink.finished(&result);
             concerns.push(Concern {
-                key,
                 policy: report.policy.clone(),
-                units: units_of(&report),
+                units: result
+                    .units
+                    .into_iter()
+                    .map(UnitName::into_string)
+                    .collect(),
                 references,
+                key,
             });
             reports.push(report);
         }
@@ -227,20 +233,6 @@ pub(super) struct Converged {
     pub(super) report: Report,
     pub(super) lock: RunLock,
     pub(super) concerns: Vec<Concern>,
-}
-
-/// The units a policy read or changed, as systemd names them: every name
-/// the host took (a name it refused names no unit).
-fn units_of(report: &RunReport) -> BTreeSet<String> {
-    report
-        .calls
-        .iter()
-        .filter(|call| call.outcome != crate::provider::Outcome::Failed(ErrorKind::InvalidName))
-        .filter_map(|call| call.service.as_ref())
-        .filter_map(|name| CheckedName::check(name.as_raw()).ok())
-        .filter_map(|unit| UnitName::of_checked(&unit))
-        .map(UnitName::into_string)
-        .collect()
 }
 
 /// The run's end: the one reload after enablement changes (reported with
@@ -321,7 +313,7 @@ fn run_one(
         left_alone,
     } = shared;
     let ReadyPolicy {
-        key: _,
+        key,
         admitted,
         compiled,
         settings,
@@ -352,6 +344,7 @@ fn run_one(
     outcome.watch(&survey);
     outcome.left_alone(left_alone);
     let report = RunReport::new(RunRecord {
+        key,
         policy: admitted.name,
         source: admitted.source,
         settings_source: settings.map(|doc| doc.admitted.source.clone()),

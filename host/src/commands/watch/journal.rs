@@ -50,26 +50,40 @@ impl Lines {
         }
     }
 
-    /// Says `line`.
+    /// Says `line`: a failure or a refusal at the journal's error
+    /// priority, the rest at info.
     pub(crate) fn say(&self, line: &Line<'_>) {
+        macro_rules! entry {
+            ($level:expr) => {
+                match line.unit {
+                    Some(unit) => tracing::event!(
+                        $level,
+                        policy = line.policy,
+                        unit,
+                        action = line.action,
+                        cause = line.cause,
+                        "{}",
+                        line.text
+                    ),
+                    None => tracing::event!(
+                        $level,
+                        policy = line.policy,
+                        action = line.action,
+                        cause = line.cause,
+                        "{}",
+                        line.text
+                    ),
+                }
+            };
+        }
         match self {
             Lines::Stdout => plain(line.text),
-            Lines::Journal(subscriber) => with_default(subscriber, || match line.unit {
-                Some(unit) => tracing::info!(
-                    policy = line.policy,
-                    unit,
-                    action = line.action,
-                    cause = line.cause,
-                    "{}",
-                    line.text
-                ),
-                None => tracing::info!(
-                    policy = line.policy,
-                    action = line.action,
-                    cause = line.cause,
-                    "{}",
-                    line.text
-                ),
+            Lines::Journal(subscriber) => with_default(subscriber, || {
+                if matches!(line.action, "failed" | "refused") {
+                    entry!(tracing::Level::ERROR)
+                } else {
+                    entry!(tracing::Level::INFO)
+                }
             }),
         }
     }

@@ -31,15 +31,14 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context as _;
 
 use crate::cli::{RunArgs, WatchArgs};
-use crate::commands::run::{self, Cycled, Selection};
-use crate::contract::{ErrorKind, Operation};
+use crate::commands::run::{self, Cycled, Selection, Sink};
 use crate::guest::ResourceOutcome;
 use crate::left_alone::backoff::{self, Backoff};
 use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
-use crate::provider::{Call, Outcome};
-use crate::report::{Report, WatchCounts};
+use crate::report::machine::{self, RunCause, WatchState};
+use crate::report::result::{PolicyResult, StartWhy};
+use crate::report::RunReport;
 use crate::resource::UnitName;
-use crate::service_name::CheckedName;
 use crate::settings::ConfigFile;
 
 use self::journal::{Line, Lines};
@@ -82,10 +81,8 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
         if let Some(dog) = &watchdog {
             dog.alive_for(RUN_BOUND);
         }
-        let counts = WatchCounts {
-            signals_dropped: bus.dropped(),
-        };
-        let ran = watch.run(args, &due, counts);
+        let me = watch.account(&timing, bus.dropped(), next_resync);
+        let ran = watch.run(args, &due, me);
         // host.toml may have changed (SIGHUP, or a change the watch saw):
         // its timing too, from the run's own reading of it. A run that
         // could not happen keeps the last (it said why).
@@ -119,6 +116,12 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
             Next::Run(next) => due = next,
             Next::Stop(signal) => {
                 notify::stopping();
+                // Monitoring sees the watch stop, not a watch gone quiet.
+                let mut me = watch.account(&timing, bus.dropped(), next_resync);
+                me.up = false;
+                if let Err(e) = run::note_watch(args, me) {
+                    tracing::warn!("the watch's end is not in the metrics: {e:#}");
+                }
                 watch
                     .lines
                     .note(&format!("{signal} received: the watch ends"));
@@ -232,6 +235,14 @@ struct Watch {
     failed: Option<String>,
     last_repair: Option<String>,
     runs: u64,
+    /// When the watch started.
+    started: SystemTime,
+    /// Why each unit held back is held.
+    holding: BTreeMap<String, HoldReason>,
+    /// Holds begun since the watch started, by why.
+    holds: BTreeMap<String, u64>,
+    /// The last run for an event: when, and what woke it.
+    last_event_run: Option<(u64, String)>,
 }
 
 impl Watch {
@@ -245,6 +256,25 @@ impl Watch {
             failed: None,
             last_repair: None,
             runs: 0,
+            started: SystemTime::now(),
+            holding: BTreeMap::new(),
+            holds: BTreeMap::new(),
+            last_event_run: None,
+        }
+    }
+
+    /// What the watch says of itself in the machine's state.
+    fn account(&self, timing: &Timing, signals_dropped: u64, next_resync: Instant) -> WatchState {
+        let next = SystemTime::now() + next_resync.saturating_duration_since(Instant::now());
+        WatchState {
+            up: true,
+            pid: std::process::id(),
+            started: machine::unix(self.started),
+            resync_secs: timing.resync.as_secs(),
+            next_resync: Some(machine::unix(next)),
+            last_event_run: self.last_event_run.clone(),
+            holds: self.holds.clone(),
+            signals_dropped,
         }
     }
 
@@ -253,19 +283,43 @@ impl Watch {
     /// Runs what `due` says; returns what the run read of host.toml and
     /// the runs it asks for next: the ends of holds and of the next timed
     /// pause, and a retry when it could not happen.
-    fn run(&mut self, args: &RunArgs, due: &Due, counts: WatchCounts) -> Ran {
+    fn run(&mut self, args: &RunArgs, due: &Due, mut me: WatchState) -> Ran {
         self.runs += 1;
         let cause = due.causes_said();
         let now = Instant::now();
         self.backoff.forget_healthy(now);
-        let cycled = run::cycle(args, &due.selection, self.runs == 1, self.held(now), counts);
+        if matches!(due.run_cause(), RunCause::Event) {
+            self.last_event_run = Some((machine::unix(SystemTime::now()), cause.clone()));
+            me.last_event_run.clone_from(&self.last_event_run);
+        }
+        let held = self.held(now);
+        let watch_run = run::WatchRun {
+            selection: &due.selection,
+            first: self.runs == 1,
+            held,
+            cause: due.run_cause(),
+            said: cause.clone(),
+            watch: me,
+        };
+        let mut sink = Results {
+            lines: &self.lines,
+            backoff: &mut self.backoff,
+            holding: &mut self.holding,
+            holds: &mut self.holds,
+            cause: &cause,
+            last: None,
+        };
+        let cycled = run::cycle(args, watch_run, &mut sink);
+        if let Some(last) = sink.last {
+            self.last_repair = Some(last);
+        }
         let mut follow_ups = Vec::new();
         let config = match cycled {
             Ok(cycled) => {
                 if self.failed.take().is_some() {
                     self.lines.note("runs happen again");
                 }
-                self.learn(&cycled, &cause);
+                self.learn(&cycled);
                 Some(cycled.config)
             }
             Err(e) => {
@@ -300,12 +354,24 @@ impl Watch {
         Ran { config, follow_ups }
     }
 
-    fn learn(&mut self, cycled: &Cycled, cause: &str) {
-        for (key, message) in &cycled.refused {
+    fn learn(&mut self, cycled: &Cycled) {
+        for refusal in &cycled.refused {
+            let (key, message) = (&refusal.key, &refusal.why);
             if self.refused.get(key) != Some(message) {
-                tracing::error!(
-                    "policy {key} refused, it does not run until a good one appears: {message}"
+                // A journal entry of its own (`ACTION=refused`), as the
+                // machine's state says it.
+                let text = format!(
+                    "policy {} refused, it does not run until a good one appears: {}",
+                    crate::text::one_line(key),
+                    crate::text::one_line(message)
                 );
+                self.lines.say(&Line {
+                    policy: &refusal.name,
+                    unit: None,
+                    action: "refused",
+                    cause: "its document changed or was read again",
+                    text: &text,
+                });
                 self.refused.insert(key.clone(), message.clone());
             }
         }
@@ -320,86 +386,11 @@ impl Watch {
         self.targets
             .learn(&cycled.planned, &cycled.concerns, &cycled.inputs);
         self.pause_ends = next_pause_end(&cycled.inputs.pauses);
-        if let Some(report) = &cycled.report {
-            if let Some(repair) = log_changes(&self.lines, report, cause) {
-                self.last_repair = Some(repair);
-            }
-            self.count_starts(report, cause);
-        }
-    }
-
-    /// Counts the starts and restarts the run made (tried, whatever came
-    /// of them: a crash loop's starts fail); says each hold that begins.
-    fn count_starts(&mut self, report: &Report, cause: &str) {
-        let now = Instant::now();
-        for run in report.runs() {
-            for call in &run.calls {
-                let (Call::Guest(Operation::Start | Operation::Restart), Some(service)) =
-                    (call.operation, &call.service)
-                else {
-                    continue;
-                };
-                let tried = matches!(
-                    call.outcome,
-                    Outcome::Ok
-                        | Outcome::Failed(
-                            ErrorKind::CommandFailed | ErrorKind::TimedOut | ErrorKind::NotFound
-                        )
-                );
-                if !tried {
-                    continue;
-                }
-                let Some(unit) = CheckedName::check(service.as_raw())
-                    .ok()
-                    .and_then(|name| UnitName::of_checked(&name))
-                    .map(UnitName::into_string)
-                else {
-                    continue;
-                };
-                if let Some(hold) = self.backoff.started(&unit, now) {
-                    let text = format!(
-                        "{}: {unit}: held back for {}: the host started it {} times within {}s \
-                         (a crash loop); no start before {}; cause: {cause}",
-                        run.policy,
-                        humantime::format_duration(hold.length),
-                        hold.recent_starts,
-                        backoff::WINDOW.as_secs(),
-                        humantime::format_rfc3339_seconds(
-                            SystemTime::now() + hold.until.saturating_duration_since(now)
-                        ),
-                    );
-                    self.lines.say(&Line {
-                        policy: &run.policy,
-                        unit: Some(&unit),
-                        action: "held",
-                        cause,
-                        text: &text,
-                    });
-                }
-            }
-        }
     }
 
     /// The units held back at `now`, as the next run leaves them alone.
     fn held(&self, now: Instant) -> LeftAlone {
-        let mut held = LeftAlone::default();
-        for (unit, until) in self.backoff.held(now) {
-            let until = SystemTime::now() + until.saturating_duration_since(now);
-            held.insert(
-                unit.to_owned(),
-                Reason {
-                    kind: Kind::Held,
-                    until: Some(until),
-                    why: format!(
-                        "held back after {} starts within {}s (a crash loop) {}",
-                        backoff::STARTS,
-                        backoff::WINDOW.as_secs(),
-                        until_words(Some(until))
-                    ),
-                },
-            );
-        }
-        held
+        held_now(&self.backoff, &self.holding, now)
     }
 
     /// When each hold ends, with the policies of its unit: a run then, so
@@ -455,6 +446,131 @@ impl Watch {
     }
 }
 
+/// Why the backoff holds a unit back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HoldReason {
+    /// It died on its own (systemd said `failed`) after the host started it.
+    CrashLoop,
+    /// Someone kept stopping it, and the host kept starting it again.
+    Fight,
+}
+
+impl HoldReason {
+    /// Its label in the metrics.
+    fn label(self) -> &'static str {
+        match self {
+            HoldReason::CrashLoop => "crash_loop",
+            HoldReason::Fight => "fight",
+        }
+    }
+
+    /// What it is, in the hold's words.
+    fn words(self) -> String {
+        match self {
+            HoldReason::CrashLoop => "it died on its own each time (a crash loop)".to_owned(),
+            HoldReason::Fight => format!(
+                "someone stopped it each time and the host started it again (a fight: `{}` \
+                 lets the other side have it)",
+                crate::program::command("pause UNIT")
+            ),
+        }
+    }
+}
+
+/// The units held back at `now`, each with why, as a run leaves them alone.
+fn held_now(backoff: &Backoff, holding: &BTreeMap<String, HoldReason>, now: Instant) -> LeftAlone {
+    let mut held = LeftAlone::default();
+    for (unit, until) in backoff.held(now) {
+        let until = SystemTime::now() + until.saturating_duration_since(now);
+        let reason = holding.get(unit).copied().unwrap_or(HoldReason::CrashLoop);
+        held.insert(
+            unit.to_owned(),
+            Reason {
+                kind: Kind::Held,
+                until: Some(until),
+                why: format!(
+                    "held back after {} starts within {}s: {} {}",
+                    backoff::STARTS,
+                    backoff::WINDOW.as_secs(),
+                    reason.words(),
+                    until_words(Some(until))
+                ),
+            },
+        );
+    }
+    held
+}
+
+/// The watch's sink: each policy's result, as it finishes, said in the
+/// journal and counted by the backoff.
+struct Results<'w> {
+    lines: &'w Lines,
+    backoff: &'w mut Backoff,
+    holding: &'w mut BTreeMap<String, HoldReason>,
+    holds: &'w mut BTreeMap<String, u64>,
+    cause: &'w str,
+    /// The last line said, for the status.
+    last: Option<String>,
+}
+
+impl Sink for Results<'_> {
+    fn finished(&mut self, result: &PolicyResult<'_>) {
+        if let Some(last) = log_changes(self.lines, result.report, self.cause) {
+            self.last = Some(last);
+        }
+        self.count_starts(result);
+    }
+
+    fn held(&self) -> LeftAlone {
+        held_now(self.backoff, self.holding, Instant::now())
+    }
+}
+
+impl Results<'_> {
+    /// Counts the starts the run made of units found down (a restart for
+    /// a subscription is neither a crash nor a fight); says each hold that
+    /// begins, named for what it is.
+    fn count_starts(&mut self, result: &PolicyResult<'_>) {
+        let now = Instant::now();
+        let policy = &result.report.policy;
+        for start in &result.starts {
+            let StartWhy::Down { failed } = start.why else {
+                continue;
+            };
+            let unit = start.unit.as_str();
+            let Some(hold) = self.backoff.started(unit, now) else {
+                continue;
+            };
+            let reason = if failed {
+                HoldReason::CrashLoop
+            } else {
+                HoldReason::Fight
+            };
+            self.holding.insert(unit.to_owned(), reason);
+            *self.holds.entry(reason.label().to_owned()).or_default() += 1;
+            let text = format!(
+                "{policy}: {unit}: held back for {}: the host started it {} times within {}s and \
+                 {}; no start before {}; cause: {}",
+                humantime::format_duration(hold.length),
+                hold.recent_starts,
+                backoff::WINDOW.as_secs(),
+                reason.words(),
+                humantime::format_rfc3339_seconds(
+                    SystemTime::now() + hold.until.saturating_duration_since(now)
+                ),
+                self.cause,
+            );
+            self.lines.say(&Line {
+                policy,
+                unit: Some(unit),
+                action: "held",
+                cause: self.cause,
+                text: &text,
+            });
+        }
+    }
+}
+
 /// When the next timed pause in `paused.json` ends, if one does; a record
 /// that cannot be read is the runs' to report.
 fn next_pause_end(pauses: &std::path::Path) -> Option<SystemTime> {
@@ -468,54 +584,52 @@ fn next_pause_end(pauses: &std::path::Path) -> Option<SystemTime> {
         .min()
 }
 
-/// Says one line per resource a run changed or failed (nothing for a run
-/// that changed nothing); returns the last, for the status.
-fn log_changes(lines: &Lines, report: &Report, cause: &str) -> Option<String> {
+/// Says one line per resource a policy's run changed or failed (nothing
+/// for a run that changed nothing); returns the last, for the status.
+fn log_changes(lines: &Lines, run: &RunReport, cause: &str) -> Option<String> {
     let mut last = None;
-    for run in report.runs() {
-        if let Some(failure) = &run.failure {
-            let what = format!("failed ({}): {}", failure.class, failure.message);
-            let text = format!("{}: {what}; cause: {cause}", run.policy);
-            lines.say(&Line {
-                policy: &run.policy,
-                unit: None,
-                action: "failed",
-                cause,
-                text: &text,
-            });
-            last = Some(format!("{}: {what}", run.policy));
-        }
-        for resource in run.resources.iter().filter(|r| r.worth_a_line()) {
-            let (action, what) = if matches!(resource.outcome(), ResourceOutcome::Failed { .. }) {
-                let errors: Vec<String> = resource.errors.iter().map(ToString::to_string).collect();
-                (
-                    "failed".to_owned(),
-                    format!("failed: {}", errors.join("; ")),
-                )
-            } else if resource.noop {
-                // The policy's own account ("Would have started"), else
-                // the action's words.
-                let what = match &resource.noop_message {
-                    Some(message) => lowercase_first(&message.to_string()),
-                    None => "would change".to_owned(),
-                };
-                ("would change".to_owned(), what)
-            } else {
-                let actions: Vec<&str> = resource.actions.iter().map(|a| a.as_str()).collect();
-                (actions.join(", "), actions.join(", "))
+    if let Some(failure) = &run.failure {
+        let what = format!("failed ({}): {}", failure.class, failure.message);
+        let text = format!("{}: {what}; cause: {cause}", run.policy);
+        lines.say(&Line {
+            policy: &run.policy,
+            unit: None,
+            action: "failed",
+            cause,
+            text: &text,
+        });
+        last = Some(format!("{}: {what}", run.policy));
+    }
+    for resource in run.resources.iter().filter(|r| r.worth_a_line()) {
+        let (action, what) = if matches!(resource.outcome(), ResourceOutcome::Failed { .. }) {
+            let errors: Vec<String> = resource.errors.iter().map(ToString::to_string).collect();
+            (
+                "failed".to_owned(),
+                format!("failed: {}", errors.join("; ")),
+            )
+        } else if resource.noop {
+            // The policy's own account ("Would have started"), else
+            // the action's words.
+            let what = match &resource.noop_message {
+                Some(message) => lowercase_first(&message.to_string()),
+                None => "would change".to_owned(),
             };
-            let unit = resource.resource.unit();
-            let summary = format!("{}: {}: {what}", run.policy, resource.resource);
-            let text = format!("{summary}; cause: {cause}");
-            lines.say(&Line {
-                policy: &run.policy,
-                unit: unit.as_ref().map(UnitName::as_str),
-                action: &action,
-                cause,
-                text: &text,
-            });
-            last = Some(summary);
-        }
+            ("would change".to_owned(), what)
+        } else {
+            let actions: Vec<&str> = resource.actions.iter().map(|a| a.as_str()).collect();
+            (actions.join(", "), actions.join(", "))
+        };
+        let unit = resource.resource.unit();
+        let summary = format!("{}: {}: {what}", run.policy, resource.resource);
+        let text = format!("{summary}; cause: {cause}");
+        lines.say(&Line {
+            policy: &run.policy,
+            unit: unit.as_ref().map(UnitName::as_str),
+            action: &action,
+            cause,
+            text: &text,
+        });
+        last = Some(summary);
     }
     last
 }

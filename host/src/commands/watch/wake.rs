@@ -3,6 +3,7 @@
 //! policies they concern (level-triggered: an event only says which policy
 //! to run; the run reads everything afresh).
 
+use crate::report::machine::RunCause;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::PathBuf;
@@ -80,6 +81,19 @@ pub(crate) struct Due {
 }
 
 impl Due {
+    /// What caused the run, in one word, for the machine's state: the
+    /// first cause's kind.
+    pub(crate) fn run_cause(&self) -> RunCause {
+        match self.causes.first() {
+            Some(Cause::Start) => RunCause::Start,
+            Some(Cause::Resync) => RunCause::Resync,
+            Some(Cause::HoldEnded(_)) => RunCause::HoldEnded,
+            Some(Cause::PauseEnded) => RunCause::PauseEnded,
+            Some(Cause::Retry) => RunCause::Retry,
+            Some(Cause::Event(_) | Cause::More(_)) | None => RunCause::Event,
+        }
+    }
+
     /// The causes in words, as the run's line says them.
     pub(crate) fn causes_said(&self) -> String {
         let said: Vec<String> = self.causes.iter().map(Cause::to_string).collect();

@@ -178,10 +178,7 @@ impl<S: Service<str>> Provider for Over<Record, S> {
         let result = self.inner.status(name, &mut Run::new(&mut self.step.calls));
         let call = self.step.calls.end(result.as_ref().err());
         if let Ok(status) = &result {
-            call.state = Some(UnitState {
-                running: status.running,
-                enabled: status.enabled,
-            });
+            call.state = Some(UnitState::of(status));
         }
         result
     }

@@ -199,7 +199,8 @@ fn status_passes_on_the_words_systemctl_printed() {
             p.calls().last().unwrap().state,
             Some(UnitState {
                 running,
-                enabled: counts_enabled
+                enabled: counts_enabled,
+                failed: active == "failed",
             })
         );
     }
