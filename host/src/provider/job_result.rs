@@ -3,8 +3,9 @@
 //! `src/shared/bus-wait-for-jobs.c`), so that a job followed over D-Bus
 //! fails with the reason `systemctl start` would have given.
 
-use super::backend::{Change, JobResult};
+use super::backend::{self, Change};
 use super::systemd::words::dbus::member;
+use super::systemd::words::{JobResult, ServiceResult};
 use crate::contract::ProviderError;
 
 /// The D-Bus method that queues `change`'s job.
@@ -18,40 +19,34 @@ pub(crate) fn method(change: Change) -> &'static str {
     }
 }
 
-/// The results systemctl explains without asking the unit (systemd 252's
-/// job results are these, `once` and `failed`).
-const EXPLAINED: [&str; 9] = [
-    "done",
-    "skipped",
-    "canceled",
-    "timeout",
-    "dependency",
-    "invalid",
-    "assert",
-    "unsupported",
-    "collected",
-];
-
 /// Whether explaining `result` needs the unit's `Result` property: a job
-/// of a service that failed, as systemctl asks only then.
+/// of a service that failed (or ended with a word systemd 252 does not
+/// say), as systemctl asks only then.
 pub(crate) fn needs_unit_result(result: &str, unit: &str) -> bool {
-    !EXPLAINED.contains(&result) && result != "once" && unit.ends_with(".service")
+    let explained = JobResult::parse(result).is_some_and(|r| r != JobResult::Failed);
+    !explained && unit.ends_with(".service")
 }
 
 /// systemd's `Result` of a service, as systemctl explains it.
 fn explain_service_result(result: &str) -> Option<&'static str> {
-    Some(match result {
-        "protocol" => "the service did not take the steps required by its unit configuration",
-        "timeout" => "a timeout was exceeded",
-        "exit-code" => "the control process exited with error code",
-        "signal" => "a fatal signal was delivered to the control process",
-        "core-dump" => "a fatal signal was delivered causing the control process to dump core",
-        "watchdog" => "the service failed to send watchdog ping",
-        "start-limit" => "start of the service was attempted too often",
-        "resources" => "of unavailable resources or another system error",
+    Some(match ServiceResult::parse(result)? {
+        ServiceResult::Protocol => {
+            "the service did not take the steps required by its unit configuration"
+        }
+        ServiceResult::Timeout => "a timeout was exceeded",
+        ServiceResult::ExitCode => "the control process exited with error code",
+        ServiceResult::Signal => "a fatal signal was delivered to the control process",
+        ServiceResult::CoreDump => {
+            "a fatal signal was delivered causing the control process to dump core"
+        }
+        ServiceResult::Watchdog => "the service failed to send watchdog ping",
+        ServiceResult::Resources => "of unavailable resources or another system error",
         // systemd 252 explains no other word (`start-limit-hit`,
         // `oom-kill`, ... get the plain sentence).
-        _ => return None,
+        ServiceResult::Success
+        | ServiceResult::StartLimitHit
+        | ServiceResult::OomKill
+        | ServiceResult::ExecCondition => return None,
     })
 }
 
@@ -64,24 +59,24 @@ pub(crate) fn outcome(
     result: &str,
     unit: &str,
     unit_result: Option<&str>,
-) -> JobResult {
-    let sentence = match result {
-        "done" | "skipped" => return Ok(()),
-        "canceled" => format!("Job for {unit} canceled."),
-        "timeout" => format!("Job for {unit} timed out."),
-        "dependency" => {
+) -> backend::JobResult {
+    let sentence = match JobResult::parse(result) {
+        Some(JobResult::Done | JobResult::Skipped) => return Ok(()),
+        Some(JobResult::Canceled) => format!("Job for {unit} canceled."),
+        Some(JobResult::Timeout) => format!("Job for {unit} timed out."),
+        Some(JobResult::Dependency) => {
             format!("A dependency job for {unit} failed. See 'journalctl -xe' for details.")
         }
-        "invalid" => format!("{unit} is not active, cannot reload."),
-        "assert" => format!("Assertion failed on job for {unit}."),
-        "unsupported" => {
+        Some(JobResult::Invalid) => format!("{unit} is not active, cannot reload."),
+        Some(JobResult::Assert) => format!("Assertion failed on job for {unit}."),
+        Some(JobResult::Unsupported) => {
             format!("Operation on or unit type of {unit} not supported on this system.")
         }
-        "collected" => format!("Queued job for {unit} was garbage collected."),
-        "once" => {
+        Some(JobResult::Collected) => format!("Queued job for {unit} was garbage collected."),
+        Some(JobResult::Once) => {
             format!("Unit {unit} was started already once and can't be started again.")
         }
-        _ if unit.ends_with(".service") => {
+        Some(JobResult::Failed) | None if unit.ends_with(".service") => {
             let see = format!(
                 "See \"systemctl status {unit}\" and \"journalctl -xeu {unit}\" for details."
             );
@@ -90,7 +85,9 @@ pub(crate) fn outcome(
                 None => format!("Job for {unit} failed. {see}"),
             }
         }
-        _ => "Job failed. See \"journalctl -xe\" for details.".to_owned(),
+        Some(JobResult::Failed) | None => {
+            "Job failed. See \"journalctl -xe\" for details.".to_owned()
+        }
     };
     Err(ProviderError::CommandFailed(format!(
         "{} {unit} failed (job result: {result}): {sentence}",
@@ -102,7 +99,7 @@ pub(crate) fn outcome(
 mod tests {
     use super::*;
 
-    fn message(result: JobResult) -> String {
+    fn message(result: backend::JobResult) -> String {
         match result {
             Err(ProviderError::CommandFailed(m)) => m,
             other => panic!("{other:?}"),

@@ -207,8 +207,8 @@ settings! {
             key: "watch.debounce_secs",
             value_name: "SECS",
             default: Some("0.1"),
-            help: "How long a watch gathers events after the first one before it runs (the events \
-                   within it make one run), in seconds",
+            help: "How long a watch gathers file events after the first one before it runs (the \
+                   events within it make one run; a unit's signal runs at once), in seconds",
         }
     }
 

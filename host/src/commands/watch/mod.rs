@@ -3,7 +3,7 @@
 //! SIGINT. Drift is repaired within a second of the event, and nothing is
 //! done while nothing changes: no polling, no D-Bus question, no process.
 //!
-//! - [`wake`]: what wakes a watch, gathered for `debounce` into one run;
+//! - [`wake`]: what wakes a watch: a unit's signal runs at once, a file's change after `debounce` (the rest of its burst), what comes meanwhile in one run;
 //! - [`targets`]: what the runs showed each policy concerns (units, files,
 //!   documents) and what every policy reads (host.toml, trusted keys);
 //! - [`bus`]: the managed units' signals over the system bus;
@@ -105,7 +105,7 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
             notify::ready(&status);
             ready = true;
         }
-        let mut pending = Pending::following(ran.follow_ups, timing.debounce);
+        let mut pending = Pending::following(ran.follow_ups);
         match wait(
             &woken,
             &watch.targets,
@@ -207,10 +207,20 @@ fn wait(
             dog.alive_for(until.saturating_duration_since(now) + Duration::from_secs(10));
         }
         match woken.recv_timeout(until.saturating_duration_since(now)) {
-            Ok(Wake::Stop(signal)) => return Next::Stop(signal),
             Ok(wake) => {
-                let (keys, cause) = targets.concerned(&wake);
-                pending.add(keys, Cause::Event(cause), Instant::now());
+                // With what else came meanwhile (a run under way makes the
+                // wakes queue): one run for them all.
+                for wake in std::iter::once(wake).chain(woken.try_iter()) {
+                    if let Wake::Stop(signal) = wake {
+                        return Next::Stop(signal);
+                    }
+                    let (keys, cause) = targets.concerned(&wake);
+                    if wake.may_burst() {
+                        pending.add(keys, Cause::Event(cause), Instant::now());
+                    } else {
+                        pending.add_lone(keys, Cause::Event(cause), Instant::now());
+                    }
+                }
             }
             Err(RecvTimeoutError::Timeout) => {}
             // Every watcher is gone: only resyncs are left.

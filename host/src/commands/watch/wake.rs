@@ -104,11 +104,25 @@ impl Due {
 /// At most this many causes are named in a run's line; the rest counted.
 const NAMED_CAUSES: usize = 3;
 
+impl Wake {
+    /// Whether more of its kind may follow at once, so that its run waits
+    /// the debounce for them: a file (`sed -i` writes and renames, dpkg
+    /// writes its status several times while it upgrades). A unit's state
+    /// moving, or systemd's reload, is one signal: its run starts at once,
+    /// and what comes while it runs makes one more.
+    pub(crate) fn may_burst(&self) -> bool {
+        matches!(self, Wake::Path(_))
+    }
+}
+
 /// The wakes gathered since the last run.
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
-    /// When the first wake that concerns a policy came.
-    first: Option<Instant>,
+    /// When the first wake that may be one of a burst came.
+    first_burst: Option<Instant>,
+    /// When the first wake that is one signal came (or is due: a run the
+    /// last one asked for).
+    first_lone: Option<Instant>,
     all: bool,
     keys: BTreeSet<String>,
     causes: Vec<Cause>,
@@ -116,17 +130,39 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Adds a wake that concerns the policies `keys` (`None`: all of them),
-    /// seen at `now`; a wake that concerns none is dropped.
+    /// Adds a wake that may be one of a burst and concerns the policies
+    /// `keys` (`None`: all of them), seen at `now`; a wake that concerns
+    /// none is dropped.
     pub(crate) fn add(&mut self, keys: Option<BTreeSet<String>>, cause: Cause, now: Instant) {
+        if self.take_keys(keys) {
+            self.first_burst = Some(self.first_burst.map_or(now, |first| first.min(now)));
+            self.name(cause);
+        }
+    }
+
+    /// Adds a wake that is one signal, due `at` (now, or a run planned for
+    /// later: a retry, a hold's end).
+    pub(crate) fn add_lone(&mut self, keys: Option<BTreeSet<String>>, cause: Cause, at: Instant) {
+        if self.take_keys(keys) {
+            // The earliest: a wake planned for later does not delay one
+            // that came now.
+            self.first_lone = Some(self.first_lone.map_or(at, |first| first.min(at)));
+            self.name(cause);
+        }
+    }
+
+    /// Takes `keys` in; false when they are no policy's.
+    fn take_keys(&mut self, keys: Option<BTreeSet<String>>) -> bool {
         match keys {
-            Some(keys) if keys.is_empty() => return,
+            Some(keys) if keys.is_empty() => return false,
             Some(keys) => self.keys.extend(keys),
             None => self.all = true,
         }
-        // The earliest: a wake planned for later (a retry, a hold's end)
-        // does not delay one that came now.
-        self.first = Some(self.first.map_or(now, |first| first.min(now)));
+        true
+    }
+
+    /// Names `cause`, up to [`NAMED_CAUSES`]; the rest counted.
+    fn name(&mut self, cause: Cause) {
         if self.causes.len() < NAMED_CAUSES {
             if !self.causes.contains(&cause) {
                 self.causes.push(cause);
@@ -136,20 +172,24 @@ impl Pending {
         }
     }
 
-    /// The runs a run asked for next, each due at its time (the debounce
-    /// is counted before it).
-    pub(crate) fn following(follow_ups: Vec<FollowUp>, debounce: Duration) -> Self {
+    /// The runs a run asked for next, each due at its time.
+    pub(crate) fn following(follow_ups: Vec<FollowUp>) -> Self {
         let mut pending = Self::default();
         for follow_up in follow_ups {
-            let at = follow_up.at.checked_sub(debounce).unwrap_or(follow_up.at);
-            pending.add(follow_up.keys, follow_up.cause, at);
+            pending.add_lone(follow_up.keys, follow_up.cause, follow_up.at);
         }
         pending
     }
 
-    /// When the gathered wakes are due: `debounce` after the first.
+    /// When the gathered wakes are due: `debounce` after the first that may
+    /// be one of a burst (a lone signal does not cut a burst short: a run
+    /// mid-way through dpkg's writes would restart twice), else at the
+    /// first lone one.
     pub(crate) fn due_at(&self, debounce: Duration) -> Option<Instant> {
-        self.first.map(|first| first + debounce)
+        match (self.first_burst, self.first_lone) {
+            (Some(burst), _) => Some(burst + debounce),
+            (None, lone) => lone,
+        }
     }
 
     /// The run the gathered wakes make, if they are due at `now`; they are
@@ -275,21 +315,18 @@ mod tests {
         let debounce = Duration::from_millis(100);
         let hold_end = t0 + Duration::from_secs(10);
         let retry = t0 + Duration::from_secs(5);
-        let pending = Pending::following(
-            vec![
-                FollowUp {
-                    at: hold_end,
-                    keys: keys(&["a.wasm"]),
-                    cause: Cause::HoldEnded("web.service".into()),
-                },
-                FollowUp {
-                    at: retry,
-                    keys: keys(&["b.wasm"]),
-                    cause: Cause::Retry,
-                },
-            ],
-            debounce,
-        );
+        let pending = Pending::following(vec![
+            FollowUp {
+                at: hold_end,
+                keys: keys(&["a.wasm"]),
+                cause: Cause::HoldEnded("web.service".into()),
+            },
+            FollowUp {
+                at: retry,
+                keys: keys(&["b.wasm"]),
+                cause: Cause::Retry,
+            },
+        ]);
         // Due at the earliest follow-up's own time, not a debounce later.
         assert_eq!(pending.due_at(debounce), Some(retry));
         let mut pending = pending;
@@ -306,9 +343,45 @@ mod tests {
             due.causes_said(),
             "the hold of web.service ended, a run that could not happen"
         );
-        assert!(Pending::following(Vec::new(), debounce)
-            .due_at(debounce)
-            .is_none());
+        assert!(Pending::following(Vec::new()).due_at(debounce).is_none());
+    }
+
+    #[test]
+    fn a_units_signal_runs_at_once_a_files_change_waits_for_its_burst() {
+        let t0 = Instant::now();
+        let debounce = Duration::from_millis(100);
+        assert!(!Wake::Unit("web.service".into()).may_burst());
+        assert!(!Wake::Reloaded.may_burst());
+        assert!(Wake::Path("/etc/web.conf".into()).may_burst());
+        // A stop: one signal, due when it came.
+        let mut pending = Pending::default();
+        pending.add_lone(keys(&["a.wasm"]), event("web.service changed"), t0);
+        assert_eq!(pending.due_at(debounce), Some(t0));
+        assert!(pending.take_if_due(t0, debounce).is_some());
+        // A file: the debounce, for the rest of its burst.
+        pending.add(keys(&["a.wasm"]), event("/etc/web.conf changed"), t0);
+        assert_eq!(pending.take_if_due(t0, debounce), None);
+        // A unit's signal meanwhile does not cut the burst short (dpkg
+        // restarting a service while it still writes its status).
+        pending.add_lone(
+            keys(&["b.wasm"]),
+            event("db.service changed"),
+            t0 + Duration::from_millis(10),
+        );
+        assert_eq!(pending.due_at(debounce), Some(t0 + debounce));
+        let due = pending.take_if_due(t0 + debounce, debounce).expect("due");
+        assert_eq!(
+            due.selection,
+            Selection::Only(keys(&["a.wasm", "b.wasm"]).unwrap())
+        );
+        // A follow-up planned for later does not hold back a signal now.
+        let mut pending = Pending::following(vec![FollowUp {
+            at: t0 + Duration::from_secs(10),
+            keys: keys(&["a.wasm"]),
+            cause: Cause::Retry,
+        }]);
+        pending.add_lone(keys(&["b.wasm"]), event("db.service changed"), t0);
+        assert_eq!(pending.due_at(debounce), Some(t0));
     }
 
     #[test]

@@ -83,6 +83,35 @@ string_table! {
     }
 }
 
+string_table! {
+    /// How a job ended (systemd 252's `job_result_table`): what
+    /// `JobRemoved` says, and what systemctl explains.
+    JobResult {
+        /// It ran to its end.
+        Done = "done",
+        /// Cancelled before it ended.
+        Canceled = "canceled",
+        /// It did not end within `JobTimeoutSec=`.
+        Timeout = "timeout",
+        /// The unit failed (a service: its `Result` says why).
+        Failed = "failed",
+        /// A job it depends on failed.
+        Dependency = "dependency",
+        /// Nothing to do (a stop of a stopped unit).
+        Skipped = "skipped",
+        /// Not valid for the unit's state (a reload of an inactive unit).
+        Invalid = "invalid",
+        /// An `Assert*=` of the unit failed.
+        Assert = "assert",
+        /// The unit's type cannot do it here.
+        Unsupported = "unsupported",
+        /// Garbage collected while queued.
+        Collected = "collected",
+        /// A unit that starts only once was started already.
+        Once = "once",
+    }
+}
+
 /// The properties the host reads of a unit, by systemd's names (the same
 /// over D-Bus and in `systemctl show`).
 pub(crate) mod property {
