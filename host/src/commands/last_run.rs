@@ -80,44 +80,8 @@ impl LastRun {
     pub(super) fn render(&self, driver: Driver, now: SystemTime) -> String {
         let mut out = String::new();
         let state = &self.state;
-        let s = &state.summary;
-        let verdict = if s.success {
-            format!(
-                "machine: well: {} {} converged",
-                s.policies,
-                plural(s.policies, "policy", "policies")
-            )
-        } else {
-            let mut why = Vec::new();
-            if s.policies_failed > 0 {
-                why.push(format!(
-                    "{} of {} policies failed",
-                    s.policies_failed, s.policies
-                ));
-            }
-            if s.policies_refused > 0 {
-                why.push(format!("{} refused", s.policies_refused));
-            }
-            if s.units_held_back > 0 {
-                why.push(format!(
-                    "{} {} held back",
-                    s.units_held_back,
-                    plural(s.units_held_back, "unit", "units")
-                ));
-            }
-            if let Some(error) = &state.error {
-                why.push(format!(
-                    "the last run could not happen: {}",
-                    one_line(error)
-                ));
-            }
-            if why.is_empty() {
-                why.push("the last run was cut short".to_owned());
-            }
-            format!("machine: NOT WELL: {}", why.join(", "))
-        };
-        let _ = writeln!(out, "{verdict}");
-        let c = &s.counts;
+        let _ = writeln!(out, "{}", verdict(state));
+        let c = &state.summary.counts;
         let _ = writeln!(
             out,
             "resources: {} ({} changed, {} failed, {} left alone, {} unchanged) at each policy's latest run",
@@ -125,24 +89,7 @@ impl LastRun {
         );
         let _ = writeln!(out, "{}", drive_line(driver, state.watch.as_ref(), now));
         if let Some(run) = &state.last_run {
-            let said = run
-                .said
-                .as_deref()
-                .map(|s| format!(" ({})", one_line(s)))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "last run: {} ({}), {}{said}; {} {}{}",
-                rfc3339(run.ended),
-                ago(run.ended, now),
-                how_words(run.drive, run.cause),
-                run.policies.len(),
-                plural(run.policies.len(), "policy", "policies"),
-                run.interrupted
-                    .as_deref()
-                    .map(|s| format!(", cut short by {s}"))
-                    .unwrap_or_default()
-            );
+            let _ = writeln!(out, "{}", last_run_line(run, now));
         }
         for policy in &state.policies {
             render_policy(&mut out, policy, now);
@@ -170,6 +117,66 @@ impl LastRun {
         }
         out
     }
+}
+
+/// `machine: well: ...` or `machine: NOT WELL: ...` and why.
+fn verdict(state: &MachineState) -> String {
+    let s = &state.summary;
+    if s.success {
+        return format!(
+            "machine: well: {} {} converged",
+            s.policies,
+            plural(s.policies, "policy", "policies")
+        );
+    }
+    let mut why = Vec::new();
+    if s.policies_failed > 0 {
+        why.push(format!(
+            "{} of {} policies failed",
+            s.policies_failed, s.policies
+        ));
+    }
+    if s.policies_refused > 0 {
+        why.push(format!("{} refused", s.policies_refused));
+    }
+    if s.units_held_back > 0 {
+        why.push(format!(
+            "{} {} held back",
+            s.units_held_back,
+            plural(s.units_held_back, "unit", "units")
+        ));
+    }
+    if let Some(error) = &state.error {
+        why.push(format!(
+            "the last run could not happen: {}",
+            one_line(error)
+        ));
+    }
+    if why.is_empty() {
+        why.push("the last run was cut short".to_owned());
+    }
+    format!("machine: NOT WELL: {}", why.join(", "))
+}
+
+/// The last real run: when, how it came about, what it took.
+fn last_run_line(run: &crate::report::machine::LastRun, now: SystemTime) -> String {
+    let said = run
+        .said
+        .as_deref()
+        .map(|s| format!(" ({})", one_line(s)))
+        .unwrap_or_default();
+    format!(
+        "last run: {} ({}), {}{said}; {} {}{}",
+        rfc3339(run.ended),
+        ago(run.ended, now),
+        how_words(run.drive, run.cause),
+        run.policies.len(),
+        plural(run.policies.len(), "policy", "policies"),
+        run.interrupted
+            .as_deref()
+            .map(|s| format!(", cut short by {s}"))
+            .unwrap_or_default()
+    )
 }
 
 /// One policy: its outcome, when and why it ran, what failed.

@@ -85,7 +85,7 @@ pub const RESOURCES: Metric = gauge(
     Scope::Machine,
     "policy_host_resources",
     &["state"],
-    "Resources of every configured policy's latest run, by outcome (changed, failed, left_alone and unchanged add up to total; a resource that failed after changes counts as failed; left_alone: its unit paused by the operator or held back).",
+    "Resources of every configured policy's latest real run, by outcome (changed, failed, left_alone and unchanged add up to total; a resource that failed after changes counts as failed; left_alone: its unit paused by the operator or held back).",
 );
 pub const RESOURCES_NOT_APPLIED: Metric = gauge(
     Scope::Machine,
@@ -181,7 +181,7 @@ pub const WATCH_UP: Metric = gauge(
     Scope::Watch,
     "policy_host_watch_up",
     &[],
-    "1 while the watch runs; the watch writes 0 as it stops. A file that says 1 but is older than two resyncs means a watch that died.",
+    "1 while the watch runs; the watch writes 0 as it stops. A file that says 1 while its last run is older than two resyncs means a watch that died.",
 );
 pub const WATCH_START: Metric = gauge(
     Scope::Watch,
@@ -234,6 +234,83 @@ pub const METRICS: &[Metric] = &[
     WATCH_HOLDS,
 ];
 
+/// A label whose values are a closed set: the metrics file writes a sample
+/// of every one (0 when none), and rules and dashboards may match only these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabelValues {
+    pub metric: &'static str,
+    pub label: &'static str,
+    pub values: &'static [&'static str],
+}
+
+/// `policy_host_resources{state}`, in the order the file has them.
+pub const STATES: [&str; 5] = ["total", "changed", "failed", "left_alone", "unchanged"];
+/// `policy_host_units_left_alone{reason}`.
+pub const LEFT_ALONE_REASONS: [&str; 2] = ["paused", "held"];
+/// `policy_host_watch_holds_total{reason}`.
+pub const HOLD_REASONS: [&str; 2] = ["crash_loop", "fight"];
+/// `policy_host_restarts{cause}`.
+pub const RESTART_CAUSES: [&str; 3] = ["file", "package", "service"];
+/// `policy_host_source_*{kind}`.
+pub const SOURCE_KINDS: [&str; 2] = ["policy", "settings"];
+/// `policy_host_last_run_info{drive}`: [`super::machine::Drive`]'s words.
+pub const DRIVES: [&str; 3] = ["timer", "watch", "manual"];
+/// `policy_host_last_run_info{cause}`: [`super::machine::RunCause`]'s words.
+pub const RUN_CAUSES: [&str; 8] = [
+    "timer",
+    "manual",
+    "start",
+    "event",
+    "resync",
+    "retry",
+    "hold-ended",
+    "pause-ended",
+];
+
+/// Every label with a closed set of values.
+pub const LABEL_VALUES: &[LabelValues] = &[
+    LabelValues {
+        metric: RESOURCES.name,
+        label: "state",
+        values: &STATES,
+    },
+    LabelValues {
+        metric: UNITS_LEFT_ALONE.name,
+        label: "reason",
+        values: &LEFT_ALONE_REASONS,
+    },
+    LabelValues {
+        metric: WATCH_HOLDS.name,
+        label: "reason",
+        values: &HOLD_REASONS,
+    },
+    LabelValues {
+        metric: RESTARTS.name,
+        label: "cause",
+        values: &RESTART_CAUSES,
+    },
+    LabelValues {
+        metric: SOURCE_STALE.name,
+        label: "kind",
+        values: &SOURCE_KINDS,
+    },
+    LabelValues {
+        metric: SOURCE_INFO.name,
+        label: "kind",
+        values: &SOURCE_KINDS,
+    },
+    LabelValues {
+        metric: LAST_RUN_INFO.name,
+        label: "drive",
+        values: &DRIVES,
+    },
+    LabelValues {
+        metric: LAST_RUN_INFO.name,
+        label: "cause",
+        values: &RUN_CAUSES,
+    },
+];
+
 /// The metric named `name`, if the host writes one.
 pub fn find(name: &str) -> Option<&'static Metric> {
     METRICS.iter().find(|m| m.name == name)
@@ -261,6 +338,29 @@ mod tests {
             );
             assert!(!metric.help.contains('\n'), "{}", metric.name);
         }
+    }
+
+    #[test]
+    fn the_closed_label_sets_are_the_states_own_words() {
+        use crate::report::machine::{Drive, RunCause};
+        for set in LABEL_VALUES {
+            let metric = find(set.metric).expect("a metric of the catalogue");
+            assert!(metric.labels.contains(&set.label), "{set:?}");
+        }
+        let drives = [Drive::Timer, Drive::Watch, Drive::Manual].map(Drive::as_str);
+        assert_eq!(drives, DRIVES);
+        let causes = [
+            RunCause::Timer,
+            RunCause::Manual,
+            RunCause::Start,
+            RunCause::Event,
+            RunCause::Resync,
+            RunCause::Retry,
+            RunCause::HoldEnded,
+            RunCause::PauseEnded,
+        ]
+        .map(RunCause::as_str);
+        assert_eq!(causes, RUN_CAUSES);
     }
 }
 

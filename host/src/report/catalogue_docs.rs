@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use regex::Regex;
 use serde_yaml_ng::Value as Yaml;
 
-use super::{Kind, Metric, Scope, METRICS};
+use super::{Kind, Metric, Scope, LABEL_VALUES, METRICS};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -488,4 +488,48 @@ fn the_table_renders_every_kind_and_scope() {
             vec!["state".to_owned(), "label_role".to_owned()]
         )]
     );
+}
+
+/// The backticked words of `cell` that are one word (`total`, not
+/// `policy-host pause`).
+fn backticked(cell: &str) -> Vec<&str> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| !w.contains(' '))
+        .collect()
+}
+
+#[test]
+fn the_docs_label_values_are_the_catalogues() {
+    let docs = read(DOCS);
+    // `| `label` (`metric`) | `a`, `b` |` rows: the label, the metric when
+    // the row is one metric's, the values.
+    let rows: Vec<(&str, Option<&str>, BTreeSet<&str>)> = docs
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            let [first, values] = cells.as_slice() else {
+                return None;
+            };
+            let named = backticked(first.trim_start_matches("| "));
+            let label = *named.first()?;
+            let values = backticked(values.trim_end_matches(" |"));
+            Some((label, named.get(1).copied(), values.into_iter().collect()))
+        })
+        .collect();
+    for set in LABEL_VALUES {
+        let row = rows
+            .iter()
+            .find(|(label, metric, _)| {
+                *label == set.label && metric.is_none_or(|m| m == set.metric)
+            })
+            .unwrap_or_else(|| panic!("{DOCS} has no row for {}{{{}}}", set.metric, set.label));
+        let want: BTreeSet<&str> = set.values.iter().copied().collect();
+        assert_eq!(
+            row.2, want,
+            "{DOCS}: the values of {}{{{}}}",
+            set.metric, set.label
+        );
+    }
 }

@@ -633,7 +633,7 @@ impl MachineState {
             return;
         }
         let mut taken: Vec<String> = Vec::new();
-        let mut restarts: BTreeMap<String, usize> = ["file", "package", "service"]
+        let mut restarts: BTreeMap<String, usize> = super::catalogue::RESTART_CAUSES
             .map(|c| (c.to_owned(), 0))
             .into();
         let (error, interrupted) = match &ran.result {

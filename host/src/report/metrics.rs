@@ -81,16 +81,11 @@ fn machine_series(out: &mut Series, state: &MachineState) {
     let summary = &state.summary;
     out.one(&catalogue::RUN_SUCCESS, flag(summary.success));
     let c = &summary.counts;
-    let states = [
-        ("total", c.resources),
-        ("changed", c.changed),
-        ("failed", c.failed),
-        ("left_alone", c.left_alone),
-        ("unchanged", c.unchanged),
-    ];
-    let samples: Vec<(Vec<String>, f64)> = states
+    let counts = [c.resources, c.changed, c.failed, c.left_alone, c.unchanged];
+    let samples: Vec<(Vec<String>, f64)> = catalogue::STATES
         .iter()
-        .map(|(state, n)| (vec![(*state).to_owned()], *n as f64))
+        .zip(counts)
+        .map(|(state, n)| (vec![(*state).to_owned()], n as f64))
         .collect();
     out.write(&catalogue::RESOURCES, &samples);
     out.one(&catalogue::RESOURCES_NOT_APPLIED, c.left_out as f64);
@@ -100,11 +95,12 @@ fn machine_series(out: &mut Series, state: &MachineState) {
         .filter(|u| u.kind == Kind::Held)
         .count();
     let paused = state.left_alone.len() - held;
+    let [paused_word, held_word] = catalogue::LEFT_ALONE_REASONS;
     out.write(
         &catalogue::UNITS_LEFT_ALONE,
         &[
-            (vec!["paused".into()], paused as f64),
-            (vec!["held".into()], held as f64),
+            (vec![paused_word.into()], paused as f64),
+            (vec![held_word.into()], held as f64),
         ],
     );
 }
@@ -184,7 +180,7 @@ fn last_run_series(out: &mut Series, state: &MachineState) {
             1.0,
         )],
     );
-    let restarts: Vec<(Vec<String>, f64)> = ["file", "package", "service"]
+    let restarts: Vec<(Vec<String>, f64)> = catalogue::RESTART_CAUSES
         .iter()
         .map(|cause| {
             let n = run.restarts.get(*cause).copied().unwrap_or(0);
@@ -215,7 +211,7 @@ fn watch_series(out: &mut Series, state: &MachineState) {
         &catalogue::WATCH_SIGNALS_DROPPED,
         watch.signals_dropped as f64,
     );
-    let holds: Vec<(Vec<String>, f64)> = ["crash_loop", "fight"]
+    let holds: Vec<(Vec<String>, f64)> = catalogue::HOLD_REASONS
         .iter()
         .map(|reason| {
             let n = watch.holds.get(*reason).copied().unwrap_or(0);

@@ -181,16 +181,7 @@ impl<'a> Session<'a> {
             );
             let result = PolicyResult::of(&key, &report);
             sink.finished(&result);
-            concerns.push(Concern {
-                policy: report.policy.clone(),
-                units: result
-                    .units
-                    .into_iter()
-                    .map(UnitName::into_string)
-                    .collect(),
-                references,
-                key,
-            });
+            concerns.push(Concern::of(key.clone(), result, references));
             reports.push(report);
         }
         let report = finish(
@@ -206,6 +197,23 @@ impl<'a> Session<'a> {
             lock,
             concerns,
         })
+    }
+}
+
+impl Concern {
+    /// What the policy of `result` concerns: the units it touched and the
+    /// references its services subscribe to.
+    fn of(key: String, result: PolicyResult<'_>, references: BTreeSet<String>) -> Self {
+        Self {
+            policy: result.report.policy.clone(),
+            units: result
+                .units
+                .into_iter()
+                .map(UnitName::into_string)
+                .collect(),
+            references,
+            key,
+        }
     }
 }
 

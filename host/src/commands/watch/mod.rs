@@ -35,6 +35,7 @@ use crate::commands::run::{self, Cycled, Selection, Sink};
 use crate::guest::ResourceOutcome;
 use crate::left_alone::backoff::{self, Backoff};
 use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
+use crate::report::catalogue;
 use crate::report::machine::{self, RunCause, WatchState};
 use crate::report::result::{PolicyResult, StartWhy};
 use crate::report::RunReport;
@@ -469,8 +470,8 @@ impl HoldReason {
     /// Its label in the metrics.
     fn label(self) -> &'static str {
         match self {
-            HoldReason::CrashLoop => "crash_loop",
-            HoldReason::Fight => "fight",
+            HoldReason::CrashLoop => catalogue::HOLD_REASONS[0],
+            HoldReason::Fight => catalogue::HOLD_REASONS[1],
         }
     }
 
