@@ -708,6 +708,28 @@ impl MachineState {
         }
     }
 
+    /// The watch's holds the state says are still in force at `now`: a
+    /// run beside a watch (by hand) keeps them, as the watch does.
+    pub fn holds_in_force(&self, now: SystemTime) -> LeftAlone {
+        let mut held = LeftAlone::default();
+        let now = unix(now);
+        for unit in &self.left_alone {
+            if let (Kind::Held, Some(name), Some(until)) = (unit.kind, &unit.unit, unit.until) {
+                if until > now {
+                    held.insert(
+                        name.clone(),
+                        crate::left_alone::Reason {
+                            kind: Kind::Held,
+                            until: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(until)),
+                            why: unit.why.clone(),
+                        },
+                    );
+                }
+            }
+        }
+        held
+    }
+
     /// Says what the watch is, beside the runs.
     pub fn set_watch(&mut self, watch: Option<WatchState>) {
         self.watch = watch;

@@ -146,7 +146,11 @@ pub(super) fn write(outputs: &Outputs, recorded: Recorded<'_>) -> Vec<String> {
         None => (None, MachineState::empty()),
     };
     let mut left_alone = pauses_in_force(outputs.state_dir.as_deref());
-    left_alone.extend(recorded.held.clone());
+    match outputs.watch {
+        Some(_) => left_alone.extend(recorded.held.clone()),
+        // Not the watch's run: the watch's holds stand until they end.
+        None => left_alone.extend(state.holds_in_force(SystemTime::now())),
+    }
     let error = recorded.result.as_ref().err().map(|e| format!("{e:#}"));
     state.record(
         Ran {

@@ -417,3 +417,36 @@ fn the_state_as_written_is_held_to_the_report_limit_failures_first() {
     assert_eq!(policy.counts.resources, 3001, "the counts stay whole");
     assert!(written.contains("\"resources_not_shown\": "));
 }
+
+#[test]
+fn a_watchs_holds_stand_for_a_run_beside_it_until_they_end() {
+    let mut state = MachineState::empty();
+    let mut held = LeftAlone::default();
+    held.insert(
+        "web.service".into(),
+        Reason {
+            kind: Kind::Held,
+            until: Some(at(10)),
+            why: "held back".into(),
+        },
+    );
+    let web = Report::new(vec![run("web", vec![event("nginx", false, false)])]);
+    record(
+        &mut state,
+        Run {
+            report: Some(&web),
+            left_alone: held,
+            ..Run::default()
+        },
+        0,
+    );
+    assert_eq!(
+        state
+            .holds_in_force(at(5))
+            .reason("web.service")
+            .unwrap()
+            .kind,
+        Kind::Held
+    );
+    assert!(state.holds_in_force(at(10)).is_empty());
+}
