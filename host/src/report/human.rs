@@ -331,7 +331,7 @@ fn render_summary(out: &mut String, run: &RunReport, style: Style) {
         .iter()
         .filter(|c| c.operation == Call::DaemonReload)
         .count();
-    let counts = if s.policies_failed > 0 && s.resources == 0 {
+    let counts = if s.policies_failed > 0 && s.counts.resources == 0 {
         "the policy failed before applying anything".to_owned()
     } else {
         resource_counts(s, if run.noop { "would change" } else { "changed" })
@@ -342,7 +342,7 @@ fn render_summary(out: &mut String, run: &RunReport, style: Style) {
         one_line(&run.policy),
         s.duration_ms / 1000.0
     );
-    if run.noop && s.changed > 0 {
+    if run.noop && s.counts.changed > 0 {
         let _ = writeln!(
             out,
             "{}",
@@ -460,26 +460,26 @@ fn first_seen(watch: &WatchReport, noop: bool) -> String {
 /// parts add up to the whole, and a failed resource that changed something
 /// first says so inside its count, not a second time.
 fn resource_counts(s: &Summary, changed: &str) -> String {
-    let after = match s.failed_after_changes {
+    let after = match s.counts.failed_after_changes {
         0 => String::new(),
         n => format!(" ({n} after changes)"),
     };
-    let resources = if s.resources == 1 {
+    let resources = if s.counts.resources == 1 {
         "resource"
     } else {
         "resources"
     };
-    let left_alone = match s.left_alone {
+    let left_alone = match s.counts.left_alone {
         0 => String::new(),
         n => format!(", {n} left alone"),
     };
-    let left_out = match s.left_out {
+    let left_out = match s.counts.left_out {
         0 => String::new(),
         n => format!(" ({n} not applied on this machine)"),
     };
     format!(
         "{} {resources}, {} {changed}, {} failed{after}{left_alone}, {} unchanged{left_out}",
-        s.resources, s.changed, s.failed, s.unchanged
+        s.counts.resources, s.counts.changed, s.counts.failed, s.counts.unchanged
     )
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Report, RunReport};
+use super::{Counts, Report, RunReport};
 use crate::guest::{Done, ResourceEvent, ResourceOutcome};
 use crate::left_alone::{Kind, LeftAlone};
 use crate::resource::ResourceRef;
@@ -123,7 +123,7 @@ impl PolicyOutcome {
     pub fn of(run: &RunReport) -> Self {
         if !run.summary.success {
             PolicyOutcome::Failed
-        } else if run.summary.changed > 0 {
+        } else if run.summary.counts.changed > 0 {
             PolicyOutcome::Changed
         } else {
             PolicyOutcome::Unchanged
@@ -199,44 +199,6 @@ impl ResourceState {
             left_alone: event.left_alone.as_ref().map(|a| a.kind),
             restarted_for,
         }
-    }
-}
-
-/// Resources by outcome, in parts that add up.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counts {
-    pub resources: usize,
-    pub changed: usize,
-    pub failed: usize,
-    pub failed_after_changes: usize,
-    pub left_alone: usize,
-    pub unchanged: usize,
-    /// Declared for other machines: not among `resources`.
-    pub left_out: usize,
-}
-
-impl Counts {
-    fn of(run: &RunReport) -> Self {
-        let s = &run.summary;
-        Self {
-            resources: s.resources,
-            changed: s.changed,
-            failed: s.failed,
-            failed_after_changes: s.failed_after_changes,
-            left_alone: s.left_alone,
-            unchanged: s.unchanged,
-            left_out: s.left_out,
-        }
-    }
-
-    fn add(&mut self, other: &Counts) {
-        self.resources += other.resources;
-        self.changed += other.changed;
-        self.failed += other.failed;
-        self.failed_after_changes += other.failed_after_changes;
-        self.left_alone += other.left_alone;
-        self.unchanged += other.unchanged;
-        self.left_out += other.left_out;
     }
 }
 
@@ -339,7 +301,7 @@ impl PolicyState {
             current: true,
             refused: None,
             errors,
-            counts: Counts::of(run),
+            counts: run.summary.counts,
             resources,
             resources_not_shown,
             sources,
@@ -348,7 +310,9 @@ impl PolicyState {
             compile_cache: serde_json::to_value(run.compile.cache)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned)),
-            repairs: repairs + run.summary.changed as u64 + run.summary.failed_after_changes as u64,
+            repairs: repairs
+                + run.summary.counts.changed as u64
+                + run.summary.counts.failed_after_changes as u64,
         }
     }
 
@@ -799,7 +763,7 @@ fn noop_run(ran: &Ran<'_>, at: u64) -> NoopRun {
         Ok(report) => {
             let mut counts = Counts::default();
             for run in report.runs() {
-                counts.add(&Counts::of(run));
+                counts.add(&run.summary.counts);
             }
             (
                 report.runs().iter().map(|r| r.key.clone()).collect(),

@@ -234,11 +234,9 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
-    use crate::guest::{Done, GuestOutcome};
+    use crate::guest::Done;
     use crate::report::machine::{Drive, How, Ran, RunCause, WatchState};
-    use crate::report::{
-        CompileInfo, ProviderInfo, Report, RunRecord, RunReport, SignatureReport, SourceReport,
-    };
+    use crate::report::{Report, RunReport, SourceReport};
     use crate::state_file::Versioned as _;
 
     /// The state after one real run that produced `report`.
@@ -351,29 +349,7 @@ mod tests {
     }
 
     fn run(policy: &str, source: SourceReport, settings: Option<SourceReport>) -> RunReport {
-        RunReport::new(RunRecord {
-            key: policy.into(),
-            policy: policy.into(),
-            source,
-            settings_source: settings,
-            noop: false,
-            signature: SignatureReport::unverified("test"),
-            compile: CompileInfo {
-                cache: crate::runtime::CacheOutcome::Hit,
-                duration_ms: 0.0,
-            },
-            provider: ProviderInfo {
-                name: "systemd",
-                available: true,
-                detail: None,
-                status_reader: "systemctl",
-                status_note: None,
-            },
-            outcome: GuestOutcome::default(),
-            calls: Vec::new(),
-            log: String::new(),
-            duration: Duration::ZERO,
-        })
+        RunReport::of_test(policy, source, settings, Vec::new())
     }
 
     /// The series (name and labels) of `metric` in `text`.

@@ -110,10 +110,11 @@ pub struct ProviderInfo {
     pub status_note: Option<String>,
 }
 
-/// What a run did, in parts that add up: every resource is exactly one of
-/// `changed`, `failed`, `left_alone` or `unchanged`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Summary {
+/// Resources by outcome, in parts that add up: every resource is exactly
+/// one of `changed`, `failed`, `left_alone` or `unchanged`. A run's
+/// summary and the machine's state count the same way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Counts {
     pub resources: usize,
     /// Resources changed that did not fail.
     pub changed: usize,
@@ -130,6 +131,47 @@ pub struct Summary {
     /// did not match this one's facts): not among `resources`. An entry
     /// left out whose unit another entry applied is not counted.
     pub left_out: usize,
+}
+
+impl Counts {
+    /// The counts of `resources`, by the outcome each ended with.
+    pub fn of_events(resources: &[crate::guest::ResourceEvent]) -> Self {
+        let count = |wanted: fn(ResourceOutcome) -> bool| {
+            resources.iter().filter(|r| wanted(r.outcome())).count()
+        };
+        Counts {
+            resources: resources.len(),
+            changed: count(|o| o == ResourceOutcome::Changed),
+            failed: count(|o| matches!(o, ResourceOutcome::Failed { .. })),
+            failed_after_changes: count(|o| {
+                o == ResourceOutcome::Failed {
+                    after_changes: true,
+                }
+            }),
+            left_alone: count(|o| o == ResourceOutcome::LeftAlone),
+            unchanged: count(|o| o == ResourceOutcome::Unchanged),
+            left_out: 0,
+        }
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Counts) {
+        self.resources += other.resources;
+        self.changed += other.changed;
+        self.failed += other.failed;
+        self.failed_after_changes += other.failed_after_changes;
+        self.left_alone += other.left_alone;
+        self.unchanged += other.unchanged;
+        self.left_out += other.left_out;
+    }
+}
+
+/// What a run did: its resources' counts, its policies that failed as a
+/// whole, how long it took, and whether it succeeded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    #[serde(flatten)]
+    pub counts: Counts,
     /// Policies that failed as a whole (a policy-level error, a limit, a
     /// trap), whatever their resources say: a policy that failed before
     /// reporting any resource still counts here.
@@ -142,25 +184,12 @@ impl Summary {
     /// The counts of `resources`, as one policy's run: no policy-level
     /// failure, no duration, success when none failed.
     pub fn of_events(resources: &[crate::guest::ResourceEvent]) -> Self {
-        let count = |wanted: fn(ResourceOutcome) -> bool| {
-            resources.iter().filter(|r| wanted(r.outcome())).count()
-        };
-        let failed = count(|o| matches!(o, ResourceOutcome::Failed { .. }));
+        let counts = Counts::of_events(resources);
         Summary {
-            resources: resources.len(),
-            changed: count(|o| o == ResourceOutcome::Changed),
-            failed,
-            failed_after_changes: count(|o| {
-                o == ResourceOutcome::Failed {
-                    after_changes: true,
-                }
-            }),
-            left_alone: count(|o| o == ResourceOutcome::LeftAlone),
-            unchanged: count(|o| o == ResourceOutcome::Unchanged),
-            left_out: 0,
+            success: counts.failed == 0,
+            counts,
             policies_failed: 0,
             duration_ms: 0.0,
-            success: failed == 0,
         }
     }
 }
@@ -229,10 +258,10 @@ impl RunReport {
         } = record.outcome;
         let policy_failed = !errors.is_empty() || failure.is_some();
         let mut summary = Summary::of_events(&resources);
-        summary.left_out = left_out_count;
+        summary.counts.left_out = left_out_count;
         summary.policies_failed = usize::from(policy_failed);
         summary.duration_ms = millis(record.duration);
-        summary.success = summary.failed == 0 && !policy_failed;
+        summary.success = summary.counts.failed == 0 && !policy_failed;
         Self {
             key: record.key,
             policy: record.policy,
@@ -294,16 +323,13 @@ impl Report {
         if reports.len() == 1 {
             return Report::Single(Box::new(reports.remove(0)));
         }
-        let sum = |f: fn(&Summary) -> usize| reports.iter().map(|r| f(&r.summary)).sum();
+        let mut counts = Counts::default();
+        for report in &reports {
+            counts.add(&report.summary.counts);
+        }
         let summary = Summary {
-            resources: sum(|s| s.resources),
-            changed: sum(|s| s.changed),
-            failed: sum(|s| s.failed),
-            failed_after_changes: sum(|s| s.failed_after_changes),
-            left_alone: sum(|s| s.left_alone),
-            unchanged: sum(|s| s.unchanged),
-            left_out: sum(|s| s.left_out),
-            policies_failed: sum(|s| s.policies_failed),
+            counts,
+            policies_failed: reports.iter().map(|r| r.summary.policies_failed).sum(),
             duration_ms: reports.iter().map(|r| r.summary.duration_ms).sum(),
             success: reports.iter().all(|r| r.summary.success),
         };
@@ -406,12 +432,50 @@ impl Report {
     pub fn exit_code(&self, detailed: bool) -> i32 {
         let failures = !self.summary().success;
         let summary = self.summary();
-        let changes = summary.changed + summary.failed_after_changes > 0;
+        let changes = summary.counts.changed + summary.counts.failed_after_changes > 0;
         if detailed {
             (if changes { 2 } else { 0 }) | (if failures { 4 } else { 0 })
         } else {
             i32::from(failures)
         }
+    }
+}
+
+/// For tests: the report of a run of the policy `policy` (its key too)
+/// from `source`, whose resources are `resources`, with nothing else to say.
+#[cfg(test)]
+impl RunReport {
+    pub(crate) fn of_test(
+        policy: &str,
+        source: SourceReport,
+        settings: Option<SourceReport>,
+        resources: Vec<ResourceEvent>,
+    ) -> Self {
+        let mut outcome = GuestOutcome::default();
+        outcome.resources = resources;
+        RunReport::new(RunRecord {
+            key: policy.into(),
+            policy: policy.into(),
+            source,
+            settings_source: settings,
+            noop: false,
+            signature: SignatureReport::unverified("test"),
+            compile: CompileInfo {
+                cache: crate::runtime::CacheOutcome::Hit,
+                duration_ms: 0.0,
+            },
+            provider: ProviderInfo {
+                name: "systemd",
+                available: true,
+                detail: None,
+                status_reader: "dbus",
+                status_note: None,
+            },
+            outcome,
+            calls: Vec::new(),
+            log: String::new(),
+            duration: Duration::ZERO,
+        })
     }
 }
 
@@ -441,7 +505,13 @@ mod phase_tests {
         ];
         let s = Summary::of_events(&resources);
         assert_eq!(
-            (s.resources, s.changed, s.failed, s.left_alone, s.unchanged),
+            (
+                s.counts.resources,
+                s.counts.changed,
+                s.counts.failed,
+                s.counts.left_alone,
+                s.counts.unchanged
+            ),
             (5, 1, 1, 2, 1)
         );
         assert!(!s.success);

@@ -1,45 +1,19 @@
 use std::time::{Duration, SystemTime};
 
 use super::*;
-use crate::guest::GuestOutcome;
 use crate::left_alone::Reason;
-use crate::report::{
-    CompileInfo, ProviderInfo, Report, RunRecord, RunReport, SignatureReport, SourceReport,
-};
+use crate::report::{Report, RunReport, SourceReport};
 
 /// A run of the policy `key` whose resources are `events`.
 fn run(key: &str, events: Vec<ResourceEvent>) -> RunReport {
-    let mut outcome = GuestOutcome::default();
-    outcome.resources = events;
-    let mut report = RunReport::new(RunRecord {
-        key: key.into(),
-        policy: format!("{key}.wasm"),
-        source: SourceReport {
-            location: format!("/etc/policy-host/policies/{key}.wasm"),
-            digest: "sha256:aa".into(),
-            stale: false,
-            stale_reason: None,
-        },
-        settings_source: None,
-        noop: false,
-        signature: SignatureReport::unverified("test"),
-        compile: CompileInfo {
-            cache: crate::runtime::CacheOutcome::Hit,
-            duration_ms: 0.0,
-        },
-        provider: ProviderInfo {
-            name: "systemd",
-            available: true,
-            detail: None,
-            status_reader: "dbus",
-            status_note: None,
-        },
-        outcome,
-        calls: Vec::new(),
-        log: String::new(),
-        duration: Duration::ZERO,
-    });
-    report.summary.success = report.summary.failed == 0;
+    let source = SourceReport {
+        location: format!("/etc/policy-host/policies/{key}.wasm"),
+        digest: "sha256:aa".into(),
+        stale: false,
+        stale_reason: None,
+    };
+    let mut report = RunReport::of_test(key, source, None, events);
+    report.policy = format!("{key}.wasm");
     report
 }
 
