@@ -61,6 +61,11 @@ pub(super) struct Outcome {
     pub vmhwm_kb: Option<u64>,
     /// Why the reset script failed, if it did.
     pub reset_error: Option<String>,
+    /// CLOCK_MONOTONIC (µs, systemd's clock for `*TimestampMonotonic`)
+    /// just before `spawn`: what the profile lines systemd's own unit
+    /// timestamps up with.
+    #[serde(default)]
+    pub spawned_mono_us: u64,
 }
 
 /// `bench __inner SPEC`.
@@ -115,6 +120,7 @@ fn run(spec: &Spec) -> Result<Outcome, String> {
     }
 
     let spawned_at = SystemTime::now();
+    let spawned_mono_us = monotonic_us();
     let started = Instant::now();
     let mut child = cmd
         .spawn()
@@ -149,6 +155,7 @@ fn run(spec: &Spec) -> Result<Outcome, String> {
         first_call_ns,
         vmhwm_kb,
         reset_error,
+        spawned_mono_us,
     })
 }
 
@@ -158,6 +165,21 @@ fn read_to_end(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u
         let _ = pipe.read_to_end(&mut bytes);
         bytes
     })
+}
+
+/// CLOCK_MONOTONIC in microseconds: `Instant` reads that clock but does not
+/// show its value, which systemd's `*TimestampMonotonic` properties are
+/// compared with.
+pub(super) fn monotonic_us() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to the pointer it is given,
+    // which points to `now`, alive and writable for the whole call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
+    now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000
 }
 
 fn epoch_ns(t: SystemTime) -> u128 {

@@ -11,6 +11,7 @@
 //! systemd's job engine saves against starting them one after the other.
 
 mod agent;
+mod breakdown;
 mod machine;
 mod memory;
 mod peers;
@@ -96,6 +97,12 @@ usage: cargo run --release -p policy-host-e2e --features bench --bin bench -- [O
                    100 and 2,000 repairs; the crash-loop backoff on a simulated clock. With
                    --quick: 20 trials (5 upgrades) instead of 100 (20), 60 s idle instead of
                    10 min, memory after 100 and 500 repairs
+  --profile        measure only where a converging run's time goes (issue 46): at N = 10, 100,
+                   300 (--quick: 10, 100), 3 runs (--reps R: R) of the host with --settle 0, each
+                   report summed per operation and lined up with systemd's timestamps of the
+                   starts, against one `systemctl start` and one `systemctl enable` of all units;
+                   a no-op run against one `systemctl show` of all; at N = 100 `enable` one unit
+                   at a time against one `enable` of all
 ";
 
 #[derive(Debug, Clone)]
@@ -106,6 +113,7 @@ struct Options {
     markdown: Option<PathBuf>,
     strace: bool,
     watch: bool,
+    profile: bool,
 }
 
 impl Options {
@@ -117,6 +125,7 @@ impl Options {
             markdown: None,
             strace: false,
             watch: false,
+            profile: false,
         };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
@@ -125,6 +134,7 @@ impl Options {
                 "--no-tools" => options.tools = Some(false),
                 "--strace" => options.strace = true,
                 "--watch" => options.watch = true,
+                "--profile" => options.profile = true,
                 "--tools" => options.tools = Some(true),
                 "--reps" => {
                     let value = args.next().context("--reps needs a number")?;
@@ -204,6 +214,8 @@ pub(crate) struct Plan {
     tool_reps: usize,
     tool_converge_reps: usize,
     pub tools: bool,
+    /// `--profile`'s runs of each command at each size.
+    pub profile_reps: usize,
     /// The sizes of the slow-unit measurement and their repetitions: the
     /// shell script takes N × 0.55 s there (2.7 min at N = 300).
     slow: Vec<(usize, Reps)>,
@@ -225,6 +237,7 @@ impl Plan {
                 tool_reps: 1,
                 tool_converge_reps: 1,
                 tools: false,
+                profile_reps: 3,
                 slow: vec![(10, Reps::new(2, 2, 60)), (REFERENCE_N, Reps::exactly(1))],
             }
         } else {
@@ -241,6 +254,7 @@ impl Plan {
                 tool_reps: 3,
                 tool_converge_reps: 2,
                 tools: true,
+                profile_reps: 3,
                 // With Ansible and Puppet a repetition at N = 100 takes ~5 min:
                 // two of them; without, three.
                 slow: vec![
@@ -258,6 +272,7 @@ impl Plan {
             plan.converge_large = exactly;
             plan.converge_reference = exactly;
             plan.startup_reps = reps;
+            plan.profile_reps = reps;
             for (_, slow) in &mut plan.slow {
                 *slow = exactly;
             }
@@ -318,7 +333,7 @@ fn run(options: &Options) -> anyhow::Result<()> {
     if options.strace || options.watch {
         wanted.push(("strace", "strace"));
     }
-    if plan.tools && !options.strace && !options.watch {
+    if plan.tools && !options.strace && !options.watch && !options.profile {
         wanted.push(("ansible-playbook", "ansible-core"));
         wanted.push(("puppet", "puppet-agent"));
     }
@@ -388,6 +403,15 @@ fn run(options: &Options) -> anyhow::Result<()> {
     if options.strace {
         let traced = bench.trace();
         return wind_down(bench.sandbox, &work, traced);
+    }
+    if options.profile {
+        let profiled = bench.profile();
+        let profiled = wind_down(bench.sandbox, &work, profiled)?;
+        let markdown = format!(
+            "{}{profiled}",
+            report::machine_lines(&machine, &machine::load_average(), started.elapsed())
+        );
+        return publish(&markdown, options);
     }
     if options.watch {
         let results = bench.watch(machine);

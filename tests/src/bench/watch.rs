@@ -24,11 +24,14 @@ use serde::de::DeserializeOwned;
 
 use super::stats::percentile;
 use super::*;
-use inside::{Inside, Repair, Trial, Until, Writes, Written};
+use inside::{Floor, FloorTime, Inside, Repair, Trial, Until, Writes, Written};
 
 /// How many services the watch manages: `bw-001` ... `bw-050`.
 const UNITS: usize = 50;
 const PREFIX: &str = "bw";
+/// A service no policy manages (`sleep infinity`, running and enabled):
+/// the floor of a repair is the drift and its undoing typed at once on it.
+const FLOOR_UNIT: &str = "bw-floor";
 /// The transient unit the watch runs as.
 const WATCH_UNIT: &str = "bw-watch";
 /// The watch's report file: every run writes it, so its rewrites count runs.
@@ -114,6 +117,14 @@ pub(super) struct Latency {
     /// For restarts: trials in which systemd started the subscriber more
     /// than once, and in which it started other managed units.
     pub restarts: Option<Restarts>,
+    /// The floor (issue 46), measured in turn with the trials: the drift
+    /// and its undoing typed at once on [`FLOOR_UNIT`], in ms; empty when
+    /// the drift has none.
+    pub floor: Vec<f64>,
+    /// Floor trials whose times did not make sense.
+    pub floor_failed: usize,
+    /// What the floor is and how it is timed.
+    pub floor_measured: String,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -423,8 +434,10 @@ impl Bench {
     /// and the signed settings; returns the settings' path.
     fn watch_setup(&self) -> anyhow::Result<PathBuf> {
         let units: Vec<String> = (1..=UNITS).map(unit).collect();
-        self.install_units(&units, sleep_service)?;
-        self.sh(&Self::set_all(&units, true))?;
+        let mut all = units.clone();
+        all.push(FLOOR_UNIT.to_owned());
+        self.install_units(&all, sleep_service)?;
+        self.sh(&Self::set_all(&all, true))?;
         let mut script = format!("set -e; mkdir -p {CONFIG_DIR}\n");
         for n in file_subscribers() {
             script.push_str(&format!("echo 'workers = 1' > {}\n", config_file(n)));
@@ -774,6 +787,11 @@ impl<'a> Session<'a> {
             measured: "from `disable` returning until the unit's `.wants/` link exists again \
                        (polled every ms)"
                 .into(),
+            floor_measured: format!(
+                "`systemctl disable {FLOOR_UNIT} && systemctl enable {FLOOR_UNIT}` (a unit no \
+                 policy manages), from `disable` returning to the modification time of the \
+                 `.wants/` link `enable` made"
+            ),
             ..Latency::default()
         };
         for k in 0..self.plan.trials {
@@ -781,6 +799,11 @@ impl<'a> Session<'a> {
             let drift = ["systemctl", "disable", "--quiet", "--", unit].map(String::from);
             let repair = self.trial(drift.to_vec(), Until::Link(wants_link(unit)))?;
             latency.add(repair.seen_after_us.filter(|_| repair.settled));
+            let floor: FloorTime = self.bench.inside(&Inside::Floor(Floor::Disable {
+                unit: FLOOR_UNIT.into(),
+                link: wants_link(FLOOR_UNIT),
+            }))?;
+            latency.add_floor(floor.us);
         }
         latency.say();
         Ok(latency)
@@ -796,6 +819,11 @@ impl<'a> Session<'a> {
             measured: "systemd's `InactiveEnterTimestampMonotonic` at the stop to \
                        `ActiveEnterTimestampMonotonic` after the repair"
                 .into(),
+            floor_measured: format!(
+                "`systemctl stop {FLOOR_UNIT} && systemctl start {FLOOR_UNIT}` (a unit no policy \
+                 manages), systemd's `InactiveEnterTimestampMonotonic` to \
+                 `ActiveEnterTimestampMonotonic`"
+            ),
             ..Latency::default()
         };
         for k in 0..self.plan.trials {
@@ -810,6 +838,10 @@ impl<'a> Session<'a> {
                 _ => None,
             };
             latency.add(us);
+            let floor: FloorTime = self
+                .bench
+                .inside(&Inside::Floor(Floor::Stop(FLOOR_UNIT.into())))?;
+            latency.add_floor(floor.us);
         }
         latency.say();
         Ok(latency)
@@ -1054,6 +1086,24 @@ impl Latency {
         }
     }
 
+    fn add_floor(&mut self, us: Option<u64>) {
+        match us {
+            Some(us) => {
+                self.floor.push(us as f64 / 1e3);
+                progress(&format!(
+                    "{} {}: floor {:.1} ms",
+                    self.drift,
+                    self.trials,
+                    us as f64 / 1e3
+                ));
+            }
+            None => {
+                self.floor_failed += 1;
+                progress(&format!("{} {}: floor not timed", self.drift, self.trials));
+            }
+        }
+    }
+
     fn say(&self) {
         println!(
             "{}: {} trials, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, {} not repaired",
@@ -1064,6 +1114,17 @@ impl Latency {
             percentile(&self.ms, 1.0),
             self.unrepaired
         );
+        if !self.floor.is_empty() {
+            let (p50, p99) = (percentile(&self.ms, 0.5), percentile(&self.ms, 0.99));
+            let (f50, f99) = (percentile(&self.floor, 0.5), percentile(&self.floor, 0.99));
+            println!(
+                "{} floor: {} trials, p50 {f50:.1} ms, p99 {f99:.1} ms; host / floor: p50 {:.2}×, p99 {:.2}×",
+                self.drift,
+                self.floor.len(),
+                p50 / f50,
+                p99 / f99
+            );
+        }
     }
 }
 

@@ -18,11 +18,34 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use super::super::agent::monotonic_us;
+
 /// What to do inside.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) enum Inside {
     Trial(Trial),
     Writes(Writes),
+    Floor(Floor),
+}
+
+/// The floor of a repair (issue 46): the drift and its undoing typed at
+/// once by hand, on a unit no policy manages, timed as the watch's repair
+/// of that drift is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) enum Floor {
+    /// `systemctl stop U && systemctl start U`: systemd's
+    /// `InactiveEnterTimestampMonotonic` to `ActiveEnterTimestampMonotonic`.
+    Stop(String),
+    /// `systemctl disable U && systemctl enable U`: from `disable`
+    /// returning to the modification time of the unit's `.wants/` link
+    /// (the path given), which `enable` made.
+    Disable { unit: String, link: String },
+}
+
+/// What a [`Floor`] took, in µs; `None` if the timestamps did not make sense.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct FloorTime {
+    pub us: Option<u64>,
 }
 
 /// One drift and its repair.
@@ -97,6 +120,7 @@ pub(super) fn main(spec: &str) -> ExitCode {
     let answer = match serde_json::from_str::<Inside>(spec) {
         Ok(Inside::Trial(trial)) => self::trial(&trial).map(|r| json(&r)),
         Ok(Inside::Writes(writes)) => self::writes(&writes).map(|w| json(&w)),
+        Ok(Inside::Floor(floor)) => self::floor(&floor).map(|f| json(&f)),
         Err(e) => Err(format!("bad spec: {e}")),
     };
     match answer {
@@ -113,20 +137,6 @@ pub(super) fn main(spec: &str) -> ExitCode {
 
 fn json(answer: &impl Serialize) -> String {
     serde_json::to_string(answer).expect("an answer serializes")
-}
-
-/// CLOCK_MONOTONIC in microseconds: `Instant` reads that clock but does not
-/// show its value, which systemd's timestamps are compared with.
-fn monotonic_us() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec to the pointer it is given,
-    // which points to `now`, alive and writable for the whole call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
-    now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000
 }
 
 fn trial(t: &Trial) -> Result<Repair, String> {
@@ -163,6 +173,38 @@ fn trial(t: &Trial) -> Result<Repair, String> {
         active_enter_us: shown.active_enter_us,
         settled,
     })
+}
+
+fn floor(f: &Floor) -> Result<FloorTime, String> {
+    let systemctl =
+        |verb: &str, unit: &str| run(&["systemctl", verb, "--quiet", "--", unit].map(String::from));
+    match f {
+        Floor::Stop(unit) => {
+            systemctl("stop", unit)?;
+            systemctl("start", unit)?;
+            let shown = show(unit)?;
+            Ok(FloorTime {
+                us: match (shown.inactive_enter_us, shown.active_enter_us) {
+                    (Some(down), Some(up)) if up > down && shown.active => Some(up - down),
+                    _ => None,
+                },
+            })
+        }
+        Floor::Disable { unit, link } => {
+            systemctl("disable", unit)?;
+            let disabled = SystemTime::now();
+            systemctl("enable", unit)?;
+            let made = fs::symlink_metadata(link)
+                .and_then(|m| m.modified())
+                .map_err(|e| format!("{link} after `systemctl enable {unit}`: {e}"))?;
+            Ok(FloorTime {
+                us: made
+                    .duration_since(disabled)
+                    .ok()
+                    .map(|d| d.as_micros() as u64),
+            })
+        }
+    }
 }
 
 /// Runs a command to its end; it must succeed.

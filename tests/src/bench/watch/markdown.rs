@@ -19,6 +19,9 @@ const P99_MS: f64 = 1000.0;
 const IDLE_CPU_PERCENT: f64 = 0.1;
 const MEMORY_GROWTH_KB: u64 = 2048;
 const CRASH_LOOP_STARTS: usize = 12;
+/// Issue 46's targets for the repair of a stop or a disable.
+const FLOOR_P50_MS: f64 = 60.0;
+const FLOOR_P99_MS: f64 = 150.0;
 /// The syscalls that can carry a D-Bus message, and those that start a
 /// process or thread.
 const BUS_WRITES: [&str; 5] = ["sendmsg", "sendmmsg", "sendto", "write", "writev"];
@@ -173,6 +176,56 @@ fn latency(out: &mut String, kinds: &[Latency], targets: &mut Vec<Target>) {
          too.\n",
         REPAIR_TIMEOUT.as_secs()
     );
+    floors(out, kinds);
+}
+
+/// The repairs against their floors (issue 46), measured in turn with them.
+fn floors(out: &mut String, kinds: &[Latency]) {
+    let with: Vec<&Latency> = kinds.iter().filter(|k| !k.floor.is_empty()).collect();
+    if with.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "#### Against the floor (issue 46)\n\n\
+         The floor: the drift and its undoing typed at once by hand, on a unit no policy manages, \
+         timed as the repair is; one floor trial after each repair trial, in the same run.\n\n\
+         | drift | trials | host p50 | floor p50 | host / floor | host p99 | floor p99 | host / floor | target (issue 46) | result |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---|---|"
+    );
+    for kind in &with {
+        let (p50, p99) = (percentile(&kind.ms, 0.5), percentile(&kind.ms, 0.99));
+        let (f50, f99) = (percentile(&kind.floor, 0.5), percentile(&kind.floor, 0.99));
+        let pass = p50 <= FLOOR_P50_MS && p99 <= FLOOR_P99_MS && kind.unrepaired == 0;
+        let _ = writeln!(
+            out,
+            "| {} | {} / {} | {} | {} | {:.2}× | {} | {} | {:.2}× | p50 ≤ {FLOOR_P50_MS:.0} ms, p99 ≤ {FLOOR_P99_MS:.0} ms | {} |",
+            kind.drift,
+            kind.ms.len(),
+            kind.floor.len(),
+            ms(p50),
+            ms(f50),
+            p50 / f50,
+            ms(p99),
+            ms(f99),
+            p99 / f99,
+            verdict(pass)
+        );
+    }
+    let _ = writeln!(out);
+    for kind in &with {
+        let _ = writeln!(
+            out,
+            "- {} floor: {}{}.",
+            kind.drift,
+            kind.floor_measured,
+            match kind.floor_failed {
+                0 => String::new(),
+                n => format!(" ({n} floor trials not timed)"),
+            }
+        );
+    }
+    let _ = writeln!(out);
 }
 
 /// Calls of the syscalls named in `names`, and which.
