@@ -40,40 +40,48 @@ pub fn start_watch(m: &Machine, extra: &[&str]) {
 
 /// [`start_watch`] of the policy at `policy` (inside the sandbox).
 pub fn start_watch_of(m: &Machine, policy: &str, extra: &[&str]) {
+    let mut args = vec![policy, "--settings", SETTINGS, "--report", REPORT];
+    args.extend_from_slice(extra);
+    start_watch_as(m, WATCH, &args);
+}
+
+/// `host watch ARGS --trusted-key KEY` as the notify service `unit`,
+/// waiting for READY=1.
+pub fn start_watch_as(m: &Machine, unit: &str, args: &[&str]) {
     let mut command = vec![
         "systemd-run",
         "--unit",
-        WATCH,
+        unit,
         "--property=Type=notify",
         "--property=NotifyAccess=main",
         "--property=TimeoutStartSec=120",
         "--",
         m.host.to_str().unwrap(),
         "watch",
-        policy,
         "--trusted-key",
         m.trusted_key.to_str().unwrap(),
-        "--settings",
-        SETTINGS,
-        "--report",
-        REPORT,
     ];
-    command.extend_from_slice(extra);
+    command.extend_from_slice(args);
     let out = m.sandbox.exec(&command);
     assert!(
         out.status.success(),
         "the watch did not become ready: {}{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
-        journal(m)
+        unit_journal(m, unit)
     );
 }
 
 /// What the watch wrote (its stdout and stderr, in the journal).
 pub fn journal(m: &Machine) -> String {
+    unit_journal(m, WATCH)
+}
+
+/// What `unit` wrote to the journal.
+pub fn unit_journal(m: &Machine, unit: &str) -> String {
     let out = m
         .sandbox
-        .exec(&["journalctl", "--no-pager", "-o", "cat", "-u", WATCH]);
+        .exec(&["journalctl", "--no-pager", "-o", "cat", "-u", unit]);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

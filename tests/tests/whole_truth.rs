@@ -12,7 +12,7 @@ use policy_host_e2e::build;
 use policy_host_e2e::machine::{machine, Machine};
 use policy_host_e2e::metrics::{self, Samples};
 use policy_host_e2e::requires::e2e_test;
-use policy_host_e2e::watching::eventually;
+use policy_host_e2e::watching::{eventually, start_watch_as, unit_journal};
 use serde_json::Value;
 
 const UNIT: &str = "ph-truth";
@@ -57,41 +57,30 @@ fn configure(m: &Machine) {
         "healthy.yaml",
         "- service:\n    - wt-web:\n        ensure: running\n",
     );
+    write_config(m, &["failing.yaml", "healthy.yaml"]);
+}
+
+/// host.toml: the report, the metrics, the state, and the manifest policy
+/// once with each of `settings` (in `DIR`).
+fn write_config(m: &Machine, settings: &[&str]) {
     let policy = m.policy.to_str().unwrap();
-    m.sandbox.write_file(
-        CONFIG,
-        &format!(
-            "report_file = \"{REPORT}\"\nmetrics_file = \"{METRICS}\"\nstate_dir = \"/var/lib/ph-truth/state\"\n\
-             [[policy]]\nsource = \"{policy}\"\nsettings = \"{DIR}/failing.yaml\"\n\
-             [[policy]]\nsource = \"{policy}\"\nsettings = \"{DIR}/healthy.yaml\"\n"
-        ),
+    let mut toml = format!(
+        "report_file = \"{REPORT}\"\nmetrics_file = \"{METRICS}\"\nstate_dir = \"/var/lib/ph-truth/state\"\n"
     );
+    for name in settings {
+        toml.push_str(&format!(
+            "[[policy]]\nsource = \"{policy}\"\nsettings = \"{DIR}/{name}\"\n"
+        ));
+    }
+    m.sandbox.write_file(CONFIG, &toml);
 }
 
 fn start_watch(m: &Machine) {
-    let out = m.sandbox.exec(&[
-        "systemd-run",
-        "--unit",
-        UNIT,
-        "--property=Type=notify",
-        "--property=NotifyAccess=main",
-        "--property=TimeoutStartSec=120",
-        "--",
-        m.host.to_str().unwrap(),
-        "watch",
-        "--config",
-        CONFIG,
-        "--trusted-key",
-        m.trusted_key.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{out:?}\n{}", journal(m));
+    start_watch_as(m, UNIT, &["--config", CONFIG]);
 }
 
 fn journal(m: &Machine) -> String {
-    let out = m
-        .sandbox
-        .exec(&["journalctl", "--no-pager", "-o", "cat", "-u", UNIT]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    unit_journal(m, UNIT)
 }
 
 fn report(m: &Machine) -> Value {
@@ -298,7 +287,7 @@ fn a_unit_someone_keeps_stopping_is_held_back_as_a_fight_and_the_machine_is_not_
         "healthy.yaml",
         "- service:\n    - wt-web:\n        ensure: running\n",
     );
-    configure_healthy_only(&m);
+    write_config(&m, &["healthy.yaml"]);
     start_watch(&m);
     wait_quiet_on(&m);
     // Stopped by hand three times, each time after the watch started it
@@ -347,18 +336,6 @@ fn a_unit_someone_keeps_stopping_is_held_back_as_a_fight_and_the_machine_is_not_
     assert!(said.contains("1 unit held back"), "{said}");
     assert!(said.contains("held back: wt-web.service: "), "{said}");
     m.sandbox.systemctl_ok(&["stop", UNIT]);
-}
-
-/// host.toml with the healthy policy alone.
-fn configure_healthy_only(m: &Machine) {
-    let policy = m.policy.to_str().unwrap();
-    m.sandbox.write_file(
-        CONFIG,
-        &format!(
-            "report_file = \"{REPORT}\"\nmetrics_file = \"{METRICS}\"\nstate_dir = \"/var/lib/ph-truth/state\"\n\
-             [[policy]]\nsource = \"{policy}\"\nsettings = \"{DIR}/healthy.yaml\"\n"
-        ),
-    );
 }
 
 /// Waits until no run has written the report for 1 s.
