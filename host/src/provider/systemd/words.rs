@@ -177,6 +177,10 @@ pub(crate) mod dbus {
         pub(crate) const SUBSCRIBE: &str = "Subscribe";
         /// `Manager`: a unit file's state, read from disk.
         pub(crate) const GET_UNIT_FILE_STATE: &str = "GetUnitFileState";
+        /// `Manager.ListUnitFilesByPatterns(as states, as patterns)`: the
+        /// unit files matching the names, each with its state, in one
+        /// question.
+        pub(crate) const LIST_UNIT_FILES_BY_PATTERNS: &str = "ListUnitFilesByPatterns";
         /// `Manager`.
         pub(crate) const ENABLE_UNIT_FILES: &str = "EnableUnitFiles";
         /// `Manager`.

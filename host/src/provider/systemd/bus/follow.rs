@@ -359,6 +359,42 @@ impl Following {
         Ok(())
     }
 
+    /// The `UnitFileState` of those of `units` that have a unit file of
+    /// their own name, in one question (`ListUnitFilesByPatterns`): a
+    /// disable is seen without a question per managed unit, each of which
+    /// reads the unit directories again. What it does not list (an
+    /// instance of a template, a unit with no file) is asked one by one, as
+    /// `GetUnitFileState` answers for it what systemctl would.
+    async fn listed_file_states(&self, units: &[String]) -> HashMap<String, String> {
+        if units.is_empty() {
+            return HashMap::new();
+        }
+        let no_states: Vec<&str> = Vec::new();
+        let reply = self
+            .connection
+            .call_method(
+                Some(SYSTEMD),
+                MANAGER_PATH,
+                Some(MANAGER),
+                member::LIST_UNIT_FILES_BY_PATTERNS,
+                &(no_states, units),
+            )
+            .await;
+        let Some(listed) = reply
+            .ok()
+            .and_then(|reply| reply.body().deserialize::<Vec<(String, String)>>().ok())
+        else {
+            return HashMap::new();
+        };
+        listed
+            .into_iter()
+            .filter_map(|(path, state)| {
+                let name = path.rsplit('/').next()?.to_owned();
+                units.contains(&name).then_some((name, state))
+            })
+            .collect()
+    }
+
     /// A unit's `UnitFileState` ("" when systemd has no file for it).
     async fn file_state(&self, unit: &str) -> String {
         let reply = self
@@ -482,9 +518,13 @@ impl Following {
     /// The units whose unit file state moved since last seen.
     async fn file_states_moved(&mut self) -> Vec<BusEvent> {
         let units: Vec<String> = self.paths.values().cloned().collect();
+        let mut states = self.listed_file_states(&units).await;
         let mut wakes = Vec::new();
         for unit in units {
-            let state = self.file_state(&unit).await;
+            let state = match states.remove(&unit) {
+                Some(state) => state,
+                None => self.file_state(&unit).await,
+            };
             if self.file_states.get(&unit) != Some(&state) {
                 self.file_states.insert(unit.clone(), state);
                 wakes.push(BusEvent::Unit(unit));
