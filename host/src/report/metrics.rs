@@ -262,8 +262,9 @@ mod tests {
         state
     }
 
-    #[test]
-    fn a_watch_writes_its_series_with_the_machines_labels() {
+    /// The state after one run of `web.wasm`, with a watch up that made
+    /// `fights` holds and dropped `dropped` signals.
+    fn watched(fights: u64, dropped: u64) -> MachineState {
         let mut state = state_of(&Report::new(vec![run(
             "web.wasm",
             source("/p.wasm", "sha256:aa", false),
@@ -276,9 +277,15 @@ mod tests {
             resync_secs: 900,
             next_resync: None,
             last_event_run: None,
-            holds: [("fight".to_owned(), 2)].into(),
-            signals_dropped: 7,
+            holds: [("fight".to_owned(), fights)].into(),
+            signals_dropped: dropped,
         }));
+        state
+    }
+
+    #[test]
+    fn a_watch_writes_its_series_with_the_machines_labels() {
+        let state = watched(2, 7);
         let text = render_metrics(&state, &[("label_role".into(), "web".into())]);
         assert!(
             text.contains("# TYPE policy_host_watch_signals_dropped_total counter\n"),
@@ -301,21 +308,7 @@ mod tests {
 
     #[test]
     fn every_series_written_is_one_of_the_catalogues() {
-        let mut state = state_of(&Report::new(vec![run(
-            "web.wasm",
-            source("/p.wasm", "sha256:aa", false),
-            None,
-        )]));
-        state.set_watch(Some(WatchState {
-            up: true,
-            pid: 7,
-            started: 1,
-            resync_secs: 900,
-            next_resync: None,
-            last_event_run: None,
-            holds: Default::default(),
-            signals_dropped: 0,
-        }));
+        let state = watched(0, 0);
         let text = render_metrics(&state, &[]);
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let name = line.split(['{', ' ']).next().unwrap();

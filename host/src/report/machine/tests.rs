@@ -79,6 +79,18 @@ fn record(state: &mut MachineState, run: Run<'_>, secs: u64) {
     );
 }
 
+/// A real run for an event that produced `report`, `secs` after T0.
+fn record_report(state: &mut MachineState, report: &Report, secs: u64) {
+    record(
+        state,
+        Run {
+            report: Some(report),
+            ..Run::default()
+        },
+        secs,
+    );
+}
+
 #[test]
 fn an_event_run_of_one_policy_keeps_the_failure_of_another() {
     let mut state = MachineState::empty();
@@ -98,14 +110,7 @@ fn an_event_run_of_one_policy_keeps_the_failure_of_another() {
     assert!(!state.summary.success);
     // web drifts and is repaired by a run of web alone.
     let web = Report::new(vec![run("web", vec![event("nginx", true, false)])]);
-    record(
-        &mut state,
-        Run {
-            report: Some(&web),
-            ..Run::default()
-        },
-        60,
-    );
+    record_report(&mut state, &web, 60);
     assert!(!state.summary.success, "db still fails: {state:#?}");
     assert_eq!(state.summary.policies_failed, 1);
     assert_eq!(state.summary.counts.failed, 1);
@@ -129,14 +134,7 @@ fn an_event_run_of_one_policy_keeps_the_failure_of_another() {
     assert_eq!(last.said.as_deref(), Some("web.service changed"));
     // db repaired: the machine is well again.
     let db = Report::new(vec![run("db", vec![event("postgresql", true, false)])]);
-    record(
-        &mut state,
-        Run {
-            report: Some(&db),
-            ..Run::default()
-        },
-        120,
-    );
+    record_report(&mut state, &db, 120);
     assert!(state.summary.success, "{state:#?}");
 }
 
@@ -144,14 +142,7 @@ fn an_event_run_of_one_policy_keeps_the_failure_of_another() {
 fn a_refused_document_is_its_policys_outcome_until_a_good_one_runs() {
     let mut state = MachineState::empty();
     let web = Report::new(vec![run("web", vec![event("nginx", false, false)])]);
-    record(
-        &mut state,
-        Run {
-            report: Some(&web),
-            ..Run::default()
-        },
-        0,
-    );
+    record_report(&mut state, &web, 0);
     assert!(state.summary.success);
     let refused = [Refusal::new(
         "web".into(),
@@ -178,14 +169,7 @@ fn a_refused_document_is_its_policys_outcome_until_a_good_one_runs() {
         .as_raw()
         .contains("verification failed"));
     assert!(policy.resources.is_empty());
-    record(
-        &mut state,
-        Run {
-            report: Some(&web),
-            ..Run::default()
-        },
-        20,
-    );
+    record_report(&mut state, &web, 20);
     assert!(state.summary.success);
     assert_eq!(state.policies[0].refused, None);
 }
@@ -194,14 +178,7 @@ fn a_refused_document_is_its_policys_outcome_until_a_good_one_runs() {
 fn a_noop_run_is_kept_apart_from_the_machines_state() {
     let mut state = MachineState::empty();
     let failing = Report::new(vec![run("web", vec![event("nginx", false, true)])]);
-    record(
-        &mut state,
-        Run {
-            report: Some(&failing),
-            ..Run::default()
-        },
-        0,
-    );
+    record_report(&mut state, &failing, 0);
     let before = (
         state.policies.clone(),
         state.last_run.clone(),
@@ -237,24 +214,10 @@ fn a_whole_run_drops_a_policy_removed_from_the_configuration() {
         run("db", vec![event("postgresql", false, true)]),
         run("web", vec![event("nginx", false, false)]),
     ]);
-    record(
-        &mut state,
-        Run {
-            report: Some(&both),
-            ..Run::default()
-        },
-        0,
-    );
+    record_report(&mut state, &both, 0);
     // A run of some policies drops nobody.
     let web = Report::new(vec![run("web", vec![event("nginx", false, false)])]);
-    record(
-        &mut state,
-        Run {
-            report: Some(&web),
-            ..Run::default()
-        },
-        5,
-    );
+    record_report(&mut state, &web, 5);
     assert_eq!(state.policies.len(), 2);
     record(
         &mut state,
@@ -369,14 +332,7 @@ fn the_state_as_written_is_held_to_the_report_limit_failures_first() {
         .collect();
     events.push(event("broken", false, true));
     let report = Report::new(vec![run("web", events)]);
-    record(
-        &mut state,
-        Run {
-            report: Some(&report),
-            ..Run::default()
-        },
-        0,
-    );
+    record_report(&mut state, &report, 0);
     let limit = 20_000;
     state.bound(limit);
     let written = serde_json::to_string_pretty(&state).unwrap();

@@ -370,22 +370,10 @@ impl Following {
             return HashMap::new();
         }
         let no_states: Vec<&str> = Vec::new();
-        let reply = self
-            .connection
-            .call_method(
-                Some(SYSTEMD),
-                MANAGER_PATH,
-                Some(MANAGER),
-                member::LIST_UNIT_FILES_BY_PATTERNS,
-                &(no_states, units),
-            )
-            .await;
-        let Some(listed) = reply
-            .ok()
-            .and_then(|reply| reply.body().deserialize::<Vec<(String, String)>>().ok())
-        else {
-            return HashMap::new();
-        };
+        let listed: Vec<(String, String)> = self
+            .ask_manager(member::LIST_UNIT_FILES_BY_PATTERNS, &(no_states, units))
+            .await
+            .unwrap_or_default();
         listed
             .into_iter()
             .filter_map(|(path, state)| {
@@ -397,20 +385,24 @@ impl Following {
 
     /// A unit's `UnitFileState` ("" when systemd has no file for it).
     async fn file_state(&self, unit: &str) -> String {
+        self.ask_manager(member::GET_UNIT_FILE_STATE, &(unit,))
+            .await
+            .unwrap_or_default()
+    }
+
+    /// systemd's manager's answer to `method` with `body`; `None` when it
+    /// gave none (what the caller then takes is its own affair).
+    async fn ask_manager<B, R>(&self, method: &str, body: &B) -> Option<R>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+        R: for<'d> serde::Deserialize<'d> + zbus::zvariant::Type,
+    {
         let reply = self
             .connection
-            .call_method(
-                Some(SYSTEMD),
-                MANAGER_PATH,
-                Some(MANAGER),
-                member::GET_UNIT_FILE_STATE,
-                &(unit,),
-            )
-            .await;
-        reply
-            .ok()
-            .and_then(|reply| reply.body().deserialize::<String>().ok())
-            .unwrap_or_default()
+            .call_method(Some(SYSTEMD), MANAGER_PATH, Some(MANAGER), method, body)
+            .await
+            .ok()?;
+        reply.body().deserialize::<R>().ok()
     }
 
     /// The events one message makes: none for a signal that systemd (or,
