@@ -174,8 +174,9 @@ pub struct SignArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Units, as a policy names them (web, web.service, db.socket). With none: the
-    /// last run (from host.toml's report_file), its sources, the timer's next run,
-    /// then the units the last run managed.
+    /// machine's state (from host.toml's report_file): whether it is well, what drives
+    /// it (the watch or the timer), each policy's latest outcome and sources, the units
+    /// held back, then the units the policies manage.
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
 

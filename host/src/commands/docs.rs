@@ -209,8 +209,8 @@ fn exit_status(command: Option<&str>) -> &'static [(&'static str, &'static str)]
             ("130, 143", "a second SIGINT or SIGTERM ended the watch at once"),
         ],
         Some("status") => &[
-            ("0", "every unit was read (and, with no unit named, the last run succeeded)"),
-            ("1", "a unit could not be read (it is said on its line), the last run failed, or the command could not run"),
+            ("0", "every unit was read (and, with no unit named, the machine is well: every policy converged, none refused, no unit held back)"),
+            ("1", "a unit could not be read (it is said on its line), the machine is not well, or the command could not run"),
             ("2", "a mistake on the command line"),
         ],
         Some("pause" | "resume") => &[
@@ -262,7 +262,7 @@ fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
         ],
         Some("status") => &[
             CONFIG,
-            ("/var/lib/policy-host/last-run.json", "the last run's report, where the package's host.toml has report_file write it"),
+            ("/var/lib/policy-host/last-run.json", "the machine's state (every policy's latest outcome), where the package's host.toml has report_file write it"),
         ],
         Some("config-template") => &[CONFIG],
         Some("verify") => &[
@@ -324,7 +324,7 @@ const EXAMPLES: &[(Option<&str>, &str, &str)] = &[
     (Some("pause"), "{name} pause", "every unit, until {name} resume"),
     (Some("resume"), "{name} resume web", "web's pause ends: the next run repairs it"),
     (Some("resume"), "{name} resume", "every pause ends"),
-    (Some("status"), "{name} status", "the last run (host.toml's report_file), its sources, the timer's next run, and the units it managed"),
+    (Some("status"), "{name} status", "the machine's state (host.toml's report_file): well or not, what drives it, each policy's outcome, and the units they manage"),
     (Some("status"), "{name} status web nginx.service", "is-active and is-enabled, as systemd says them"),
     (Some("status"), "{name} status --json web", "the same, as JSON"),
     (Some("facts"), "{name} facts", "what policies are told about this machine: one name and value a line, the labels last"),

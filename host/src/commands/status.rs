@@ -4,9 +4,9 @@
 //! lock, no policy. For operators asking what the host sees, and for the
 //! tests that hold the two readers to the same answers.
 //!
-//! With no unit named, what an operator asks first: the last run (from the
-//! report host.toml's `report_file` names), its sources, the timer's next
-//! run, then the units that run managed.
+//! With no unit named, what an operator asks first: the machine's state (the
+//! report host.toml's `report_file` names), what drives it, the timer's next
+//! run, then the units the policies manage.
 //!
 //! The unit allowlist applies as it does to a policy: a unit outside it is
 //! not read, and its line says so (`denied`, naming the patterns).
