@@ -167,22 +167,30 @@ pub struct ResourceState {
     pub restarted_for: Vec<String>,
 }
 
-impl ResourceState {
-    fn of(event: &ResourceEvent) -> Self {
-        let restarted = event.actions.contains(&Done::Restarted);
-        let mut restarted_for: Vec<String> = Vec::new();
-        if restarted {
-            for trigger in &event.watch.triggered_by {
-                if let Some((kind, _)) = trigger.reference.split_once('#') {
-                    if !restarted_for.iter().any(|k| k == kind) {
-                        restarted_for.push(kind.to_owned());
-                    }
-                }
-            }
-            if restarted_for.is_empty() {
-                restarted_for.push("service".to_owned());
+/// What restarted `event`'s service, when it was restarted: the kinds of
+/// the references that changed (`file`, `package`), or `service` for a
+/// change earlier in the run (or `--refresh`).
+fn restarted_for(event: &ResourceEvent) -> Vec<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    if !event.actions.contains(&Done::Restarted) {
+        return kinds;
+    }
+    for trigger in &event.watch.triggered_by {
+        if let Some((kind, _)) = trigger.reference.split_once('#') {
+            if !kinds.iter().any(|k| k == kind) {
+                kinds.push(kind.to_owned());
             }
         }
+    }
+    if kinds.is_empty() {
+        kinds.push("service".to_owned());
+    }
+    kinds
+}
+
+impl ResourceState {
+    fn of(event: &ResourceEvent) -> Self {
+        let restarted_for = restarted_for(event);
         Self {
             resource: event.resource.clone(),
             outcome: event.outcome(),
@@ -607,7 +615,7 @@ impl MachineState {
                     self.put(PolicyState::ran(run, at, ran.how, repairs));
                     taken.push(run.key.clone());
                     for resource in &run.resources {
-                        for cause in ResourceState::of(resource).restarted_for {
+                        for cause in restarted_for(resource) {
                             *restarts.entry(cause).or_default() += 1;
                         }
                     }

@@ -295,13 +295,15 @@ pub(crate) fn cycle(
             Err(e) => (Some(Err(e)), None),
         }
     };
+    // The report of a run in which no policy ran (every one refused).
+    let nothing_ran = Report::new(Vec::new());
     let failures = outputs::write(
         &outputs,
         outputs::Recorded {
             result: match &result {
                 Some(Ok(report)) => Ok(report),
                 Some(Err(e)) => Err(e),
-                None => Ok(&EMPTY),
+                None => Ok(&nothing_ran),
             },
             refused: &refused,
             how: How {
@@ -332,9 +334,6 @@ pub(crate) fn cycle(
         config: file,
     })
 }
-
-/// The report of a run in which no policy ran (every one refused).
-static EMPTY: std::sync::LazyLock<Report> = std::sync::LazyLock::new(|| Report::new(Vec::new()));
 
 /// Records the watch's account of itself in the machine's state, without
 /// a run (the watch's end: `up` false), and writes the report and metrics.

@@ -305,6 +305,16 @@ impl Outputs {
     /// same mistake, said in full).
     pub(super) fn resolve(args: &RunArgs, file: Option<&ConfigFile>) -> Self {
         let from = |file: &ConfigFile| {
+            let run = args.run_flags.resolve(file);
+            // The report limit of the flags alone when host.toml's is bad:
+            // the state is bounded whatever went wrong.
+            let report_limit = match &run {
+                Ok(values) => Ok(values.report_limit),
+                Err(_) => args
+                    .run_flags
+                    .resolve(&ConfigFile::default())
+                    .map(|v| v.report_limit),
+            };
             args.output_flags.resolve(file).map(|v| Self {
                 report: v.report_file,
                 metrics: v.metrics_file,
@@ -315,12 +325,8 @@ impl Outputs {
                     .map(|(name, value)| (name.to_owned(), value.to_owned()))
                     .collect(),
                 state_dir: args.state_flags.resolve(file).ok().map(|s| s.state_dir),
-                lock_file: args.run_flags.resolve(file).ok().map(|v| v.lock_file),
-                report_limit: args
-                    .run_flags
-                    .resolve(file)
-                    .or_else(|_| args.run_flags.resolve(&ConfigFile::default()))
-                    .map_or(1 << 20, |v| v.report_limit),
+                lock_file: run.as_ref().ok().map(|v| v.lock_file.clone()),
+                report_limit: report_limit.as_ref().map_or(1 << 20, |limit| *limit),
                 watch: None,
             })
         };
