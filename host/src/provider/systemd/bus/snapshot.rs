@@ -20,7 +20,10 @@
 //!   (`manager_dispatch_dbus_queue` runs before each turn of its loop), so
 //!   an answer that follows them is proof they are in;
 //! - a reading with a job pending is never kept: that status waits for the
-//!   job and reads again.
+//!   job and reads again;
+//! - whether a unit's files changed since systemd loaded them is never
+//!   signalled (systemd compares the files' times when asked): while the
+//!   run's reload is still to come, a status asks it at the call, alone.
 //!
 //! A unit whose reading was forgotten by a signal is read alone at its
 //! next status; only units the hint named and not yet read, or changed by
@@ -35,8 +38,9 @@ use std::time::Duration;
 use futures_core::Stream;
 use zbus::OwnedObjectPath;
 
-use super::super::words::dbus::{member, MANAGER, PROPERTIES};
-use super::dbus::{classify, transport, DbusError, SystemdBus, UnitAnswers};
+use super::super::words::dbus::{member, MANAGER, PROPERTIES, UNIT};
+use super::super::words::property;
+use super::dbus::{classify, transport, DbusError, SystemdBus, UnitAnswers, UnitJob};
 use super::rules;
 use crate::provider::unit_name::object_path;
 
@@ -138,17 +142,16 @@ impl Snapshot {
                 .map_err(transport)??;
         }
         self.hear(bus)?;
-        if let Some(reading) = self
-            .readings
-            .get(unit)
-            .filter(|r| !loaded_too || r.answers.loaded.is_some())
-        {
+        // Whether the unit's files changed since systemd loaded them is
+        // never signalled (systemd compares the files' times when asked):
+        // while the run's reload is to come, that is asked at the call.
+        if let Some(reading) = self.readings.get(unit).filter(|_| !loaded_too) {
             tracing::trace!(unit, "status from the batched reading");
             return Ok(reading.clone());
         }
         let mut units = vec![unit.to_owned()];
         self.due.remove(unit);
-        while units.len() < MAX_BATCH {
+        while !loaded_too && units.len() < MAX_BATCH {
             let Some(next) = self.due.pop_first() else {
                 break;
             };
@@ -211,8 +214,19 @@ impl Snapshot {
     /// What one signal of systemd's makes of the readings.
     fn apply(&mut self, signal: &Signal) {
         match signal {
-            Signal::UnitPath(path) => {
-                if let Some(unit) = self.paths.get(path) {
+            Signal::Unit { path, says } => {
+                let Some(unit) = self.paths.get(path) else {
+                    return;
+                };
+                let moved = self.readings.get(unit).is_some_and(|reading| {
+                    says.job_queued
+                        || says.unreadable
+                        || says
+                            .active
+                            .as_deref()
+                            .is_some_and(|word| word != reading.answers.is_active.stdout.trim())
+                });
+                if moved {
                     self.readings.remove(unit);
                 }
             }
@@ -232,8 +246,9 @@ impl Snapshot {
 /// A signal of systemd's, as far as the readings are concerned.
 #[derive(Debug, PartialEq, Eq)]
 enum Signal {
-    /// `PropertiesChanged` of the object at this path.
-    UnitPath(String),
+    /// `PropertiesChanged` of the object at this path, with what it says
+    /// of what a reading holds.
+    Unit { path: String, says: Moved },
     /// `JobNew` or `JobRemoved` of this unit.
     Job(String),
     /// `UnitFilesChanged`.
@@ -249,9 +264,13 @@ impl Signal {
         let member = header.member().map(|m| m.as_str().to_owned());
         let interface = header.interface().map(|i| i.as_str().to_owned());
         match (interface.as_deref(), member.as_deref()) {
-            (Some(PROPERTIES), Some(member::PROPERTIES_CHANGED)) => header
-                .path()
-                .map_or(Signal::Other, |p| Signal::UnitPath(p.as_str().to_owned())),
+            (Some(PROPERTIES), Some(member::PROPERTIES_CHANGED)) => match header.path() {
+                Some(path) => Signal::Unit {
+                    path: path.as_str().to_owned(),
+                    says: Moved::of(message),
+                },
+                None => Signal::Other,
+            },
             (Some(MANAGER), Some(member::JOB_NEW | member::JOB_REMOVED)) => {
                 match message
                     .body()
@@ -271,6 +290,51 @@ impl Signal {
             (Some(MANAGER), Some(member::UNIT_FILES_CHANGED)) => Signal::UnitFiles,
             (Some(MANAGER), Some(member::RELOADING)) => Signal::Reloading,
             _ => Signal::Other,
+        }
+    }
+}
+
+/// What a unit's `PropertiesChanged` says of the two things a reading
+/// holds that systemd signals: its `ActiveState` and its `Job` (a unit
+/// file's state moves with `UnitFilesChanged`). systemd also sends the
+/// signal when it merely loads a unit (a batch loads the units it reads)
+/// or when other properties move (a service's main PID): those keep the
+/// reading.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Moved {
+    /// The `ActiveState` it carries, if it carries one.
+    active: Option<String>,
+    /// It carries a `Job` with a job, or says `ActiveState` or `Job`
+    /// changed without their values.
+    job_queued: bool,
+    /// It could not be read: it may say anything.
+    unreadable: bool,
+}
+
+impl Moved {
+    fn of(message: &zbus::Message) -> Self {
+        type Body = (String, HashMap<String, zbus::OwnedVariant>, Vec<String>);
+        let Ok((interface, mut changed, invalidated)) = message.body().deserialize::<Body>()
+        else {
+            return Self {
+                unreadable: true,
+                ..Self::default()
+            };
+        };
+        if interface != UNIT {
+            return Self::default();
+        }
+        let active = changed
+            .remove(property::ACTIVE_STATE)
+            .map(String::try_from);
+        let job = changed.remove(property::JOB).map(UnitJob::try_from);
+        let named = invalidated
+            .iter()
+            .any(|p| p == property::ACTIVE_STATE || p == property::JOB);
+        Self {
+            unreadable: matches!(active, Some(Err(_))) || matches!(job, Some(Err(_))),
+            job_queued: named || matches!(job, Some(Ok(UnitJob(Some(_))))),
+            active: active.and_then(Result::ok),
         }
     }
 }
@@ -325,11 +389,46 @@ mod tests {
     #[test]
     fn a_units_signal_forgets_that_unit_only() {
         let mut snapshot = kept(&["a.service", "b.service"]);
-        snapshot.apply(&Signal::UnitPath(object_path("a.service")));
+        let moved = |says: Moved| Signal::Unit {
+            path: object_path("a.service"),
+            says,
+        };
+        // Loaded, or another property moved: the reading holds.
+        snapshot.apply(&moved(Moved {
+            active: Some("active".into()),
+            ..Moved::default()
+        }));
+        snapshot.apply(&moved(Moved::default()));
+        assert!(snapshot.readings.contains_key("a.service"));
+        snapshot.apply(&moved(Moved {
+            active: Some("deactivating".into()),
+            ..Moved::default()
+        }));
         assert!(!snapshot.readings.contains_key("a.service"));
         assert!(snapshot.readings.contains_key("b.service"));
         // A forgotten unit is read alone, not in the next batch.
         assert!(snapshot.due.is_empty());
+    }
+
+    #[test]
+    fn a_job_queued_or_a_signal_that_cannot_be_read_forgets_the_unit() {
+        for says in [
+            Moved {
+                job_queued: true,
+                ..Moved::default()
+            },
+            Moved {
+                unreadable: true,
+                ..Moved::default()
+            },
+        ] {
+            let mut snapshot = kept(&["a.service"]);
+            snapshot.apply(&Signal::Unit {
+                path: object_path("a.service"),
+                says,
+            });
+            assert!(snapshot.readings.is_empty());
+        }
     }
 
     #[test]
@@ -365,7 +464,13 @@ mod tests {
     #[test]
     fn other_units_signals_change_nothing() {
         let mut snapshot = kept(&["a.service"]);
-        snapshot.apply(&Signal::UnitPath(object_path("other.service")));
+        snapshot.apply(&Signal::Unit {
+            path: object_path("other.service"),
+            says: Moved {
+                job_queued: true,
+                ..Moved::default()
+            },
+        });
         snapshot.apply(&Signal::Other);
         assert!(snapshot.readings.contains_key("a.service"));
     }
