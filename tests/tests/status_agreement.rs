@@ -310,58 +310,6 @@ fn a_converging_run_reloads_once_at_the_end_so_systemd_sees_the_new_links() {
     }
 }
 
-/// The statuses a run reads together (what the policy read last time)
-/// are answered from that reading only while systemd says nothing moved:
-/// here a start the run makes stops another unit (`Conflicts=`), whose
-/// reading, taken a moment before as `active`, must not be believed.
-#[e2e_test(requires = "root, systemd")]
-fn a_status_read_ahead_is_forgotten_once_systemd_says_the_unit_moved() {
-    let sandbox = Sandbox::boot_for_test(&build::target_dir());
-    sandbox.start_system_bus();
-    sandbox.install_unit("fr-first", &sleep_service("fr-first"));
-    sandbox.install_unit(
-        "fr-a",
-        "[Unit]\nDescription=fr-a\nConflicts=fr-b.service\n\n[Service]\nExecStart=/bin/sleep infinity\n",
-    );
-    sandbox.install_unit("fr-b", &sleep_service("fr-b"));
-    let settings = sandbox.share_file(
-        "conflicts.yaml",
-        "- service:\n    - fr-first:\n        ensure: running\n    - fr-a:\n        ensure: running\n    - fr-b:\n        ensure: stopped\n",
-    );
-    build::sign_file(&settings);
-    // The first run: the host learns which units the policy reads.
-    let (out, report) = run_manifest(&sandbox, &settings);
-    assert!(out.status.success(), "{report:#}");
-    // fr-b runs again, the others are stopped: the next run reads all
-    // three at its first status (fr-b: active), and again after its
-    // reload, before it starts fr-a, which makes systemd stop fr-b.
-    sandbox.systemctl_ok(&["stop", "fr-first.service", "fr-a.service"]);
-    sandbox.systemctl_ok(&["start", "fr-b.service"]);
-    let (out, report) = run_manifest(&sandbox, &settings);
-    assert!(out.status.success(), "{report:#}");
-    let event = |name: &str| {
-        report["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["resource"] == format!("service#{name}"))
-            .unwrap_or_else(|| panic!("no event for {name}: {report:#}"))
-            .clone()
-    };
-    assert_eq!(
-        event("fr-a")["actions"],
-        serde_json::json!(["started"]),
-        "{report:#}"
-    );
-    // Read after systemd stopped it: nothing to do. A stale `active`
-    // would have made the policy stop it again.
-    let b = event("fr-b");
-    assert_eq!(b["actions"], serde_json::json!([]), "{report:#}");
-    assert_eq!(b["changed"], false, "{report:#}");
-    assert_eq!(sandbox.is_active("fr-b.service"), "inactive");
-    assert_eq!(sandbox.is_active("fr-a.service"), "active");
-}
-
 #[e2e_test(requires = "root, systemd")]
 fn a_bus_restart_and_a_daemon_reexec_mid_run_give_no_wrong_answer_and_no_hang() {
     let sandbox = Sandbox::boot_for_test(&build::target_dir());

@@ -172,12 +172,6 @@ pub trait Backend: Send {
         let _ = (job, cancel);
         String::new()
     }
-    /// Units the run is expected to read (a hint: what the policy read
-    /// last time): a backend that can may read them together with the
-    /// first. Each status must still be as fresh as a read at the call.
-    fn expect(&mut self, units: &[CheckedName]) {
-        let _ = units;
-    }
     /// Makes systemd read its unit files again.
     fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError>;
 

@@ -117,12 +117,6 @@ pub trait Provider: Send {
     fn mutate(&mut self, operation: Operation, name: &str) -> Result<Progress, ProviderError>;
     /// No command may run past `deadline` (the run's wall-clock limit).
     fn set_deadline(&mut self, deadline: Instant);
-    /// The units the next policy is expected to read (a hint, from what it
-    /// read last time): a provider that can reads them together with the
-    /// first status. Nothing is asked of systemd here.
-    fn expect(&mut self, names: &[String]) {
-        let _ = names;
-    }
     /// The calls recorded so far, leaving none: several policies share one
     /// provider (and its one reload), each report gets its own calls.
     fn take_calls(&mut self) -> Vec<CallRecord>;

@@ -1,7 +1,7 @@
 //! The third phase of a run: under the machine's run lock, each admitted
 //! policy is run against the one provider, and the run's report is built.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Instant, SystemTime};
 
@@ -16,11 +16,10 @@ use crate::interrupt;
 use crate::left_alone::pause::Pauses;
 use crate::left_alone::LeftAlone;
 use crate::lock::RunLock;
-use crate::provider::{Provider, SystemdConfig, UnitAllowlist};
-use crate::report::machine::{MachineState, PolicyState};
+use crate::provider::{Provider, SystemdConfig};
 use crate::report::result::PolicyResult;
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
-use crate::resource::{Kind, UnitName};
+use crate::resource::UnitName;
 use crate::runtime::PolicyRuntime;
 use crate::subscriptions::record::{self, Records};
 use crate::subscriptions::survey::{Sources, Survey};
@@ -43,9 +42,6 @@ pub(super) struct Session<'a> {
     left_alone: LeftAlone,
     /// The machine's facts and labels, told to every policy of the run.
     facts: Vec<Fact>,
-    /// What each policy read last time, by its state key: the provider
-    /// reads those units together with the first.
-    expected: Expected,
 }
 
 impl<'a> Session<'a> {
@@ -114,7 +110,6 @@ impl<'a> Session<'a> {
                 value: value.clone(),
             })
             .collect();
-        let expected = Expected::read(&settings.state_dir, settings.allow.as_ref());
         Ok(Self {
             plan,
             run,
@@ -123,7 +118,6 @@ impl<'a> Session<'a> {
             records,
             left_alone,
             facts,
-            expected,
         })
     }
 
@@ -141,7 +135,6 @@ impl<'a> Session<'a> {
             records,
             left_alone,
             facts,
-            expected,
         } = self;
         let names: BTreeSet<String> = run
             .policies
@@ -170,7 +163,6 @@ impl<'a> Session<'a> {
             };
             let options = options_for(plan, &policy, &refreshed, &facts);
             let key = policy.key.clone();
-            provider.expect(expected.of(&key));
             let shared = Shared {
                 plan,
                 runtime: &run.runtime,
@@ -397,39 +389,6 @@ fn record_subscriptions(survey: &Survey, report: &RunReport, watching: &mut Watc
                 && r.left_alone.as_ref().is_none_or(|a| a.would.is_empty())
         })
     });
-}
-
-/// The units each policy read in its last run, as the machine's state
-/// keeps them (its services), by the policy's state key: a hint, so a
-/// state that cannot be read is no hint, never an error.
-struct Expected(BTreeMap<String, Vec<String>>);
-
-impl Expected {
-    fn read(state_dir: &Path, allow: Option<&UnitAllowlist>) -> Self {
-        let Ok((_, state)) = MachineState::open(state_dir) else {
-            return Self(BTreeMap::new());
-        };
-        let units = |policy: &PolicyState| -> Vec<String> {
-            policy
-                .resources
-                .iter()
-                .filter(|r| r.resource.kind() == Kind::Service)
-                .map(|r| r.resource.name().to_owned())
-                .filter(|name| allow.is_none_or(|allow| allow.allows(name)))
-                .collect()
-        };
-        Self(
-            state
-                .policies
-                .iter()
-                .map(|policy| (policy.key.clone(), units(policy)))
-                .collect(),
-        )
-    }
-
-    fn of(&self, key: &str) -> &[String] {
-        self.0.get(key).map_or(&[], Vec::as_slice)
-    }
 }
 
 /// What the report says of the provider: whether it could work, and how

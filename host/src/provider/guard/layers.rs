@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::stack::Over;
-use super::{Expect, Run, Service};
+use super::{Run, Service};
 use crate::contract::{Operation, Progress, ProviderError, ServiceStatus};
 use crate::left_alone::{Kind, LeftAlone};
 use crate::provider::backend::Budget;
@@ -164,7 +164,7 @@ fn trace(operation: Call, service: Option<&str>, started: Instant, error: Option
     );
 }
 
-impl<S: Service<str> + Expect> Provider for Over<Record, S> {
+impl<S: Service<str>> Provider for Over<Record, S> {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
@@ -194,15 +194,6 @@ impl<S: Service<str> + Expect> Provider for Over<Record, S> {
 
     fn set_deadline(&mut self, deadline: Instant) {
         self.inner.set_deadline(deadline);
-    }
-
-    /// Names that are not unit names are dropped; nothing is recorded.
-    fn expect(&mut self, names: &[String]) {
-        let units: Vec<CheckedName> = names
-            .iter()
-            .filter_map(|name| CheckedName::check(name).ok())
-            .collect();
-        self.inner.expect(&units);
     }
 
     /// Every job still pending is awaited first (within its time), so

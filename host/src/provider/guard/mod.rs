@@ -181,25 +181,6 @@ impl<Step: Send, S: Described> Described for Over<Step, S> {
 /// What an operation carries down the stack: the run's records, which
 /// [`Record`] owns and the layers below complete, and, below [`Deadline`],
 /// the operation's time.
-/// The units a run is expected to read, handed down to the backend as a
-/// hint (see [`crate::provider::backend::Backend::expect`]); no layer
-/// checks or records it: it asks nothing of systemd by itself.
-pub(crate) trait Expect {
-    fn expect(&mut self, units: &[CheckedName]);
-}
-
-impl<Step, S: Expect> Expect for Over<Step, S> {
-    fn expect(&mut self, units: &[CheckedName]) {
-        self.inner.expect(units);
-    }
-}
-
-impl<B: super::backend::Backend> Expect for Units<B> {
-    fn expect(&mut self, units: &[CheckedName]) {
-        self.backend.expect(units);
-    }
-}
-
 pub(crate) struct Run<'a> {
     pub(super) calls: &'a mut Calls,
     budget: Option<Budget>,

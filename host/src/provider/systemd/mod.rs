@@ -180,24 +180,6 @@ impl SystemdBackend {
     }
 }
 
-impl SystemdBackend {
-    /// Makes `change`: over the bus when it can, else with systemctl.
-    fn make(
-        &mut self,
-        change: Change,
-        unit: &CheckedName,
-        time: &Budget,
-    ) -> Result<Applied, ProviderError> {
-        if let Some(mangled) = self.bus_name(unit) {
-            if let Some(applied) = self.change_over_bus(change, &mangled, time)? {
-                return Ok(applied);
-            }
-        }
-        self.cli.change(change, unit.as_str(), time)?;
-        Ok(Applied::Done)
-    }
-}
-
 /// Whether /etc/init.d has a script for `unit` (mangled, `NAME.service`).
 fn has_sysv_script(unit: &str) -> bool {
     unit.strip_suffix(".service")
@@ -243,17 +225,13 @@ impl Backend for SystemdBackend {
         time: &Budget,
     ) -> Result<Applied, ProviderError> {
         self.bus.connect_once(time);
-        let applied = self.make(change, unit, time);
-        // Whatever the way and the outcome, the unit's reading is old now.
-        if let Some(mangled) = mangle(unit.as_str()) {
-            self.bus.changed(&mangled, self.timeout);
+        if let Some(mangled) = self.bus_name(unit) {
+            if let Some(applied) = self.change_over_bus(change, &mangled, time)? {
+                return Ok(applied);
+            }
         }
-        applied
-    }
-
-    fn expect(&mut self, units: &[CheckedName]) {
-        self.bus
-            .expect(units.iter().filter_map(|unit| mangle(unit.as_str())));
+        self.cli.change(change, unit.as_str(), time)?;
+        Ok(Applied::Done)
     }
 
     fn wait_jobs(&mut self, jobs: &[JobId], until: Instant) -> Vec<(JobId, JobResult)> {
@@ -265,9 +243,7 @@ impl Backend for SystemdBackend {
     }
 
     fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError> {
-        let reloaded = self.cli.daemon_reload(time);
-        self.bus.reloaded(self.timeout);
-        reloaded
+        self.cli.daemon_reload(time)
     }
 
     /// Over D-Bus only: with systemctl it would cost a process per start,

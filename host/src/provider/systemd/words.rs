@@ -170,8 +170,6 @@ pub(crate) mod dbus {
     pub(crate) const BUS_PATH: &str = "/org/freedesktop/DBus";
     /// The properties interface every object has.
     pub(crate) const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
-    /// The interface every peer answers (`Ping`).
-    pub(crate) const PEER: &str = "org.freedesktop.DBus.Peer";
 
     /// Methods and signals, by interface.
     pub(crate) mod member {
@@ -195,10 +193,6 @@ pub(crate) mod dbus {
         pub(crate) const RESTART_UNIT: &str = "RestartUnit";
         /// `Job`.
         pub(crate) const CANCEL: &str = "Cancel";
-        /// `Manager` signal: a job was queued, for a unit.
-        pub(crate) const JOB_NEW: &str = "JobNew";
-        /// `Peer`: an empty question, answered in turn.
-        pub(crate) const PING: &str = "Ping";
         /// `Manager` signal: a job ended, with its result.
         pub(crate) const JOB_REMOVED: &str = "JobRemoved";
         /// `Manager` signal: a unit file was enabled or disabled.

@@ -28,7 +28,7 @@
 use std::time::Duration;
 
 use super::super::words::dbus::{
-    error, member, BUS, BUS_PATH, MANAGER, MANAGER_PATH, PEER, PROPERTIES, SERVICE, SYSTEMD, UNIT,
+    error, member, BUS, BUS_PATH, MANAGER, MANAGER_PATH, PROPERTIES, SERVICE, SYSTEMD, UNIT,
 };
 use super::super::words::{property, ActiveState};
 use crate::provider::liveness::{Liveness, MainExit};
@@ -51,7 +51,7 @@ impl TryFrom<zbus::OwnedVariant> for UnitJob {
 }
 
 /// A status's answers over the bus, for one unit.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct UnitAnswers {
     /// As `systemctl is-active` prints it.
     pub is_active: CommandOutput,
@@ -65,7 +65,7 @@ pub(crate) struct UnitAnswers {
 }
 
 /// What systemd says of the files it loaded for a unit.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct LoadedFiles {
     /// `NeedDaemonReload`: a unit file or drop-in of the unit changed on
     /// disk since systemd loaded it.
@@ -239,25 +239,10 @@ impl SystemdBus {
         T::try_from(value).map_err(transport)
     }
 
-    /// What a status of each unit of `units` (already mangled) needs:
+    /// What a status of `unit` (already mangled) needs, asked at once:
     /// `is-active`, `is-enabled`, and, with `loaded_too`, what tells
-    /// whether systemd's copy of the unit is older than its files on disk;
-    /// all asked before the first answer is awaited, one round trip for
-    /// all of them. Each unit's answer, in order.
-    pub(crate) fn unit_statuses(
-        &self,
-        units: &[String],
-        loaded_too: bool,
-        timeout: Duration,
-    ) -> Vec<Result<UnitAnswers, DbusError>> {
-        self.runtime.block_on(futures_util::future::join_all(
-            units
-                .iter()
-                .map(|unit| self.unit_status_async(unit, loaded_too, timeout)),
-        ))
-    }
-
-    async fn unit_status_async(
+    /// whether systemd's copy of the unit is older than its files on disk.
+    pub(crate) fn unit_status(
         &self,
         unit: &str,
         loaded_too: bool,
@@ -276,41 +261,20 @@ impl SystemdBus {
                 dropin_paths: dropins?,
             }))
         };
-        let (active, enabled, loaded, job) = tokio::join!(
-            self.is_active_async(unit, timeout),
-            self.is_enabled_async(unit, timeout),
-            loaded,
-            self.unit_property::<UnitJob>(unit, UNIT, property::JOB, timeout),
-        );
-        Ok(UnitAnswers {
-            is_active: active?,
-            is_enabled: enabled?,
-            loaded: loaded?,
-            job: job?,
+        self.runtime.block_on(async {
+            let (active, enabled, loaded, job) = tokio::join!(
+                self.is_active_async(unit, timeout),
+                self.is_enabled_async(unit, timeout),
+                loaded,
+                self.unit_property::<UnitJob>(unit, UNIT, property::JOB, timeout),
+            );
+            Ok(UnitAnswers {
+                is_active: active?,
+                is_enabled: enabled?,
+                loaded: loaded?,
+                job: job?,
+            })
         })
-    }
-
-    /// Asks systemd for nothing, and hears its answer: every signal it
-    /// sent before it read this question has then been received. The
-    /// answer to what happened before a question, as a read would see it.
-    pub(crate) async fn ping(
-        connection: zbus::Connection,
-        timeout: Duration,
-    ) -> Result<(), DbusError> {
-        tokio::time::timeout(
-            timeout,
-            connection.call_method(Some(SYSTEMD), MANAGER_PATH, Some(PEER), member::PING, &()),
-        )
-        .await
-        .map_err(|_| {
-            transport(format!(
-                "no answer to {} within {}",
-                member::PING,
-                humantime::format_duration(timeout)
-            ))
-        })?
-        .map_err(classify)?;
-        Ok(())
     }
 
     /// `ActiveState` of `unit` (already mangled), as `is-active` prints it.

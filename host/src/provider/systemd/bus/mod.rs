@@ -20,7 +20,6 @@ pub(crate) mod dropins;
 pub(crate) mod follow;
 pub(crate) mod jobs;
 pub(crate) mod rules;
-pub(crate) mod snapshot;
 pub(crate) mod unit_files;
 pub(crate) mod unit_signals;
 
@@ -29,7 +28,6 @@ use std::time::{Duration, Instant};
 
 use self::dbus::{DbusError, LoadedFiles, SystemdBus, UnitAnswers};
 use self::jobs::{JobEnd, JobWatch};
-use self::snapshot::Snapshot;
 use self::unit_signals::UnitSignals;
 use crate::contract::ProviderError;
 use crate::provider::backend::{locked, Budget, Change, JobId, JobResult};
@@ -100,9 +98,6 @@ pub(crate) struct Bus {
     jobs: Option<JobWatch>,
     /// Units' `PropertiesChanged`, while a settle window watches them.
     unit_signals: Option<UnitSignals>,
-    /// The statuses' batched readings, kept while systemd says nothing
-    /// changed.
-    snapshot: Snapshot,
     /// Why systemd is asked with systemctl, when it is.
     note: Option<String>,
 }
@@ -115,7 +110,6 @@ impl Bus {
             connect_pending: true,
             jobs: None,
             unit_signals: None,
-            snapshot: Snapshot::default(),
             note: None,
         }
     }
@@ -192,53 +186,27 @@ impl Bus {
         self.dbus = None;
         self.jobs = None;
         self.unit_signals = None;
-        self.snapshot = Snapshot::default();
         self.note = Some(format!("D-Bus failed during the run: {why}"));
     }
 
-    /// A status's answers for `unit` (mangled) and, when `loaded_too`,
-    /// whether its files changed since systemd loaded it: from the run's
-    /// batched readings while they hold ([`snapshot`]), else read now in
-    /// one round trip, with the units due beside it.
+    /// A status's answers for `unit` (mangled) in one round trip and, when
+    /// `loaded_too`, whether its files changed since systemd loaded it.
     pub(crate) fn status(
         &mut self,
         unit: &str,
         time: &Budget,
         loaded_too: bool,
     ) -> Result<BusAnswer<(UnitAnswers, Option<bool>)>, ProviderError> {
-        let mut snapshot = std::mem::take(&mut self.snapshot);
-        let answer = self.ask(time, "status", |dbus, jobs, timeout| {
-            // systemd sends unit signals only to subscribed clients.
-            subscribed(jobs, dbus, timeout)?;
-            snapshot.read(dbus, unit, loaded_too, timeout)
+        let answer = self.ask(time, "status", |dbus, _, timeout| {
+            dbus.unit_status(unit, loaded_too, timeout)
         })?;
-        if self.is_up() {
-            self.snapshot = snapshot;
-        }
-        Ok(answer.map(|reading| (reading.answers, reading.files_changed)))
-    }
-
-    /// Units this run is expected to read (mangled), read together with
-    /// the first that is.
-    pub(crate) fn expect(&mut self, units: impl IntoIterator<Item = String>) {
-        if self.is_up() || self.connect_pending {
-            self.snapshot.expect(units);
-        }
-    }
-
-    /// This run changed `unit` (mangled), by whatever way: its reading is
-    /// forgotten.
-    pub(crate) fn changed(&mut self, unit: &str, timeout: Duration) {
-        if let Some(dbus) = &self.dbus {
-            self.snapshot.changed(dbus, unit, timeout);
-        }
-    }
-
-    /// This run made systemd reload: every reading is forgotten.
-    pub(crate) fn reloaded(&mut self, timeout: Duration) {
-        if let Some(dbus) = &self.dbus {
-            self.snapshot.reloaded(dbus, timeout);
-        }
+        Ok(answer.map(|answers| {
+            let changed = answers
+                .loaded
+                .as_ref()
+                .map(|loaded| files_changed(unit, loaded));
+            (answers, changed)
+        }))
     }
 
     /// What `systemctl is-enabled` would print for `unit` (mangled).

@@ -52,12 +52,3 @@ pub(crate) fn systemd_owner_changed() -> zbus::Result<zbus::MatchRule<'static>> 
         .arg(0, SYSTEMD)
         .build()
 }
-
-/// Every signal systemd sends: the run's batched readings
-/// ([`super::snapshot`]) forget what any of them may have changed.
-pub(crate) fn systemd_signals() -> zbus::Result<zbus::MatchRule<'static>> {
-    zbus::MatchRule::builder()
-        .msg_type(zbus::message::Type::Signal)
-        .sender(SYSTEMD)
-        .build()
-}
