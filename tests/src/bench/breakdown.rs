@@ -3,7 +3,10 @@
 //! `--settle 0` and the default `--jobs`, their JSON reports summed per
 //! operation and lined up with systemd's own timestamps of the units'
 //! starts; systemd's batch (one `systemctl start` and one `systemctl
-//! enable` naming every unit) timed command by command; a no-op run beside
+//! enable` naming every unit) timed command by command; systemd's own
+//! reading of every unit a converging run must make first (one `systemctl
+//! is-active` and one `is-enabled` naming all, stopped and disabled); a
+//! no-op run beside
 //! one `systemctl show` of every unit; and, at the reference size, `enable`
 //! one unit at a time against one `enable` of all.
 //!
@@ -62,6 +65,11 @@ struct AtSize {
     start_batch: Vec<f64>,
     enable_batch: Vec<f64>,
     reload: Vec<f64>,
+    /// systemd reading every unit as a converging run must before it
+    /// changes anything (units stopped and disabled): one `is-active`
+    /// and one `is-enabled` naming all.
+    read_active: Vec<f64>,
+    read_enabled: Vec<f64>,
     noop_host: Vec<f64>,
     noop_show: Vec<f64>,
     empty_host: Vec<f64>,
@@ -112,6 +120,11 @@ impl AtSize {
 
     fn batch(&self) -> f64 {
         median(&self.start_batch) + median(&self.enable_batch)
+    }
+
+    /// systemd's own reading of every unit, stopped and disabled.
+    fn reading(&self) -> f64 {
+        median(&self.read_active) + median(&self.read_enabled)
     }
 }
 
@@ -168,11 +181,19 @@ impl Bench {
             argv: vec!["systemctl".into(), "daemon-reload".into()],
             ..Spec::default()
         };
+        let read_active = systemctl(&["is-active"], Some(Self::set_all(units, false)));
+        let read_enabled = systemctl(&["is-enabled"], None);
         let mut at = AtSize {
             n,
             ..AtSize::default()
         };
         for rep in 0..reps {
+            // systemd's own reading, first: its reset leaves every unit
+            // stopped and disabled, and each run below resets them again.
+            at.read_active
+                .push(self.read_run(&read_active, n, "inactive")?);
+            at.read_enabled
+                .push(self.read_run(&read_enabled, n, "disabled")?);
             // The order rotates, as in the other comparisons.
             for k in 0..2 {
                 if (rep + k) % 2 == 0 {
@@ -231,6 +252,20 @@ impl Bench {
             at.enables = self.enables(units, reps.min(2))?;
         }
         Ok(at)
+    }
+
+    /// A `systemctl is-active` or `is-enabled` naming all `n` units, timed,
+    /// checked to have said `word` of each (it exits non-zero for them).
+    fn read_run(&self, spec: &Spec, n: usize, word: &str) -> anyhow::Result<f64> {
+        let outcome = self.measure(spec)?;
+        let said = outcome.stdout.lines().filter(|l| *l == word).count();
+        ensure!(
+            said == n,
+            "{:?} said {word} of {said} units, not {n}: {}",
+            spec.argv,
+            tail(&outcome.stdout, 500)
+        );
+        Ok(ms(outcome.ns))
     }
 
     /// `systemctl enable` of one unit after the other against one `enable`
@@ -515,6 +550,21 @@ fn render(sizes: &[AtSize], reps: usize) -> String {
     row(&mut out, "**host / batch**", &|a: &AtSize| {
         format!("**{:.2}×**", median(&a.wall()) / a.batch())
     });
+    row(
+        &mut out,
+        "systemd: one `systemctl is-active` of all, stopped",
+        &|a: &AtSize| f1(median(&a.read_active)),
+    );
+    row(
+        &mut out,
+        "systemd: one `systemctl is-enabled` of all, disabled",
+        &|a: &AtSize| f1(median(&a.read_enabled)),
+    );
+    row(
+        &mut out,
+        "host / (batch + systemd's reading of every unit)",
+        &|a: &AtSize| format!("{:.2}×", median(&a.wall()) / (a.batch() + a.reading())),
+    );
     row(&mut out, "no-op: host, spawn to exit", &|a: &AtSize| {
         f1(median(&a.noop_host))
     });
