@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::settings::{
-    OutputFlags, ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags, WatchFlags,
+    CacheFlags, OutputFlags, ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags,
+    WatchFlags,
 };
 
 #[derive(Debug, Parser)]
@@ -56,6 +57,9 @@ pub enum Command {
     /// Check a policy's signature against trusted keys (exit 0 valid; 1 invalid, or valid but
     /// refused by this machine's rollback record: older than what it accepted, or undated).
     Verify(VerifyArgs),
+    /// Compile signed policies into the compile cache now (each signature checked first), so
+    /// that no run pays a cold compile: worth it for large policies (Python, JavaScript).
+    Compile(Box<CompileArgs>),
     /// Create a new policy crate: a policy with one service, a native test, a build command.
     NewPolicy(NewPolicyArgs),
     /// Show a policy's size, SHA-256, world, imports and exports, and signature.
@@ -290,6 +294,23 @@ pub struct VerifyArgs {
     pub registry: RegistryFlags,
 }
 
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// The policies to compile: files (with FILE.minisig beside them) or
+    /// oci://REGISTRY/REPOSITORY:TAG references (pulled now, with their signatures).
+    #[arg(value_name = "POLICY", required = true)]
+    pub policies: Vec<String>,
+
+    #[command(flatten)]
+    pub trust: TrustArgs,
+
+    #[command(flatten)]
+    pub cache_flags: CacheFlags,
+
+    #[command(flatten)]
+    pub registry: RegistryFlags,
+}
+
 /// `host watch`: the runs' policies and settings, and when to run. Not
 /// `run`'s report flags ([`ReportArgs`]): a watch prints no report (a line
 /// per resource changed or failed) and exits 0 when told to stop.
@@ -393,6 +414,9 @@ pub struct RunArgs {
     pub run_flags: RunFlags,
 
     #[command(flatten)]
+    pub cache_flags: CacheFlags,
+
+    #[command(flatten)]
     pub registry: RegistryFlags,
 
     /// Fail at once when another run holds the lock.
@@ -438,6 +462,7 @@ mod tests {
         let file = crate::settings::ConfigFile::default();
         let settings = crate::settings::RunSettings::resolve(
             &args.run_flags,
+            &args.cache_flags,
             &args.provider_flags,
             &args.state_flags,
             &file,

@@ -37,6 +37,7 @@ fn main() -> ExitCode {
         Command::Status(args) => commands::status::execute(args),
         Command::Facts(args) => commands::facts::execute(args),
         Command::Verify(args) => commands::verify::execute(args),
+        Command::Compile(args) => commands::compile::execute(args),
         Command::NewPolicy(args) => commands::new_policy::execute(args),
         Command::Inspect(args) => commands::inspect::execute(args),
         Command::Completions { shell } => commands::docs::completions(*shell, &name),

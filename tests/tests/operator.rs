@@ -352,6 +352,100 @@ fn inspect_shows_size_digest_world_imports_exports_and_signer() {
     assert!(said.contains("signature: unsigned"), "{said}");
 }
 
+/// The `.cwasm` entries of a compile cache directory.
+fn cache_entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".cwasm"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn compile_fills_the_cache_a_first_run_loads_and_refuses_what_is_not_signed_or_not_a_policy() {
+    let fake = FakeSystemctl::example_units();
+    let cache = fake.root().join("compiled");
+    let policy = signed_policy("example-policy");
+    let compile = |what: &Path| {
+        host_command()
+            .arg("compile")
+            .arg(what)
+            .args(trust_args())
+            .arg("--cache-dir")
+            .arg(&cache)
+            .output()
+            .unwrap()
+    };
+    let out = compile(&policy);
+    assert_code(&out, 0);
+    let said = text(&out.stdout);
+    assert!(said.starts_with("compiled: "), "{said}");
+    assert!(said.contains("example_policy.wasm"), "{said}");
+    let entries = cache_entries(&cache);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let out = compile(&policy);
+    assert_code(&out, 0);
+    assert!(
+        text(&out.stdout).starts_with("already compiled: "),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // The policy's first run loads what `compile` made: no compile at all.
+    let out = host_run(
+        &fake,
+        &[
+            policy.as_os_str(),
+            "--cache-dir".as_ref(),
+            cache.as_os_str(),
+            "--json".as_ref(),
+        ],
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["compile"]["cache"], "hit", "{report:#}");
+    assert_eq!(report["summary"]["success"], true, "{report:#}");
+
+    // Bytes their signature does not cover, and a signed component that is
+    // not a policy: refused, naming why, and nothing is added to the cache.
+    let dir = temp_dir("compile-refused");
+    let tampered = dir.join("example_policy.wasm");
+    let mut bytes = fs::read(&policy).unwrap();
+    bytes.extend_from_slice(b"\0");
+    fs::write(&tampered, bytes).unwrap();
+    fs::copy(
+        policy.with_extension("wasm.minisig"),
+        dir.join("example_policy.wasm.minisig"),
+    )
+    .unwrap();
+    let out = compile(&tampered);
+    assert_code(&out, 1);
+    assert!(
+        text(&out.stderr).contains("its signature is not valid: nothing was compiled"),
+        "{}",
+        text(&out.stderr)
+    );
+    let other = dir.join("other-world.wasm");
+    fs::copy(
+        policy_wasm("raw-calls-fixture").with_file_name("other-world.wasm"),
+        &other,
+    )
+    .unwrap();
+    sign_file(&other);
+    let out = compile(&other);
+    assert_code(&out, 1);
+    assert!(
+        text(&out.stderr).contains("it is not a policy this host runs: nothing was compiled"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(cache_entries(&cache), entries);
+}
+
 #[test]
 fn completions_and_man_page_come_from_the_command_line_definition() {
     let out = host_command()

@@ -228,6 +228,11 @@ fn exit_status(command: Option<&str>) -> &'static [(&'static str, &'static str)]
             ("1", "invalid, or valid but refused by this machine's rollback record (the reason is printed), or the file or reference could not be read"),
             ("2", "a mistake on the command line"),
         ],
+        Some("compile") => &[
+            ("0", "every policy is in the compile cache (compiled now, or already)"),
+            ("1", "a policy could not be read or pulled, its signature is not valid, or it is not a policy this host runs (each said on standard error; the others are still compiled), or the cache directory cannot be used"),
+            ("2", "a mistake on the command line"),
+        ],
         Some(_) => &[
             ("0", "done"),
             ("1", "an error, printed on standard error"),
@@ -272,6 +277,12 @@ fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
             LOGINS,
         ],
         Some("inspect") => &[CONFIG, KEYS, LOGINS],
+        Some("compile") => &[
+            CONFIG,
+            KEYS,
+            ("/var/cache/policy-host/", "where the compiled policies go, root-only (cache_dir): the same entries run loads"),
+            LOGINS,
+        ],
         Some("pause" | "resume") => &[
             CONFIG,
             ("/var/lib/policy-host/paused.json", "the pauses in force (state_dir): every run and a watch read them"),
@@ -297,7 +308,7 @@ fn environment(command: Option<&str>) -> &'static [(&'static str, &'static str)]
             ("NO_COLOR", "set and not empty: no colour in the human report"),
         ],
         Some("status") => &[("PATH", "where systemctl is looked for (absolute directories only)")],
-        Some("push" | "verify" | "inspect") => &[
+        Some("push" | "verify" | "inspect" | "compile") => &[
             ("DOCKER_CONFIG", "the directory of the registry logins' config.json, when registry_auth (--registry-auth) does not name the file; without either, /etc/policy-host/docker/config.json when it exists, else ~/.docker/config.json"),
             ("HOME", "for ~/.docker/config.json (see DOCKER_CONFIG)"),
         ],
@@ -334,6 +345,8 @@ const EXAMPLES: &[(Option<&str>, &str, &str)] = &[
     (Some("sign"), "{name} sign site.yaml --key ~/keys/policy-host.key", "settings are signed the same way"),
     (Some("verify"), "{name} verify web.wasm", "checks web.wasm.minisig with the trusted keys"),
     (Some("verify"), "{name} verify oci://registry.example.com/policies/web:1.4", "pulls the reference now and checks it"),
+    (Some("compile"), "{name} compile web.wasm", "web.wasm's signature checked, then compiled into the cache: its first run only loads it"),
+    (Some("compile"), "{name} compile oci://registry.example.com/policies/web:1.4", "pulled with its signatures now, checked, compiled: ahead of the timer's or the watch's first run"),
     (Some("push"), "{name} push web.wasm oci://registry.example.com/policies/web:1.4", "the policy and its signature"),
     (Some("inspect"), "{name} inspect web.wasm", "what the policy imports and exports, and its signature"),
     (Some("new-policy"), "{name} new-policy my-policy", "a policy crate to edit, test natively and build"),

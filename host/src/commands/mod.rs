@@ -1,5 +1,6 @@
 //! One module per subcommand: each parses its options and calls library code.
 
+pub mod compile;
 pub mod docs;
 pub mod facts;
 pub mod inspect;

@@ -75,13 +75,14 @@ impl CompileCache {
     }
 
     /// The compiled component for `bytes`, from the cache or compiled now
-    /// (and then stored). `bytes` must already be verified.
-    pub fn get_or_compile(
+    /// (and then stored, once `compile` accepted it: a component it
+    /// refuses is never stored). `bytes` must already be verified.
+    pub fn get_or_compile<E>(
         &self,
         engine: &Engine,
         bytes: &[u8],
-        compile: impl FnOnce() -> anyhow::Result<Component>,
-    ) -> anyhow::Result<(Component, CacheOutcome)> {
+        compile: impl FnOnce() -> Result<Component, E>,
+    ) -> Result<(Component, CacheOutcome), E> {
         let path = self.entry_path(engine, bytes);
         if let Some(component) = self.load(engine, &path) {
             return Ok((component, CacheOutcome::Hit));
@@ -193,7 +194,7 @@ mod tests {
         let (_, outcome) = cache
             .get_or_compile(engine, &bytes, || {
                 *compiles += 1;
-                Ok(Component::from_binary(engine, &bytes)?)
+                Ok::<_, anyhow::Error>(Component::from_binary(engine, &bytes)?)
             })
             .unwrap();
         outcome

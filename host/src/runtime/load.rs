@@ -83,12 +83,18 @@ pub fn load_component(
     cache: Option<&CompileCache>,
 ) -> Result<Checked, LoadError> {
     check_header(bytes)?;
-    let compile = || Component::from_binary(engine, bytes).map_err(anyhow::Error::from);
+    // Checked before it is cached: the cache holds policies only.
+    let compile = || {
+        let component = Component::from_binary(engine, bytes)
+            .map_err(|e| LoadError::compile(&anyhow::Error::from(e)))?;
+        check_policy_world(engine, &component)?;
+        Ok(component)
+    };
     let (component, outcome) = match cache {
-        Some(cache) => cache.get_or_compile(engine, bytes, compile),
-        None => compile().map(|c| (c, CacheOutcome::Disabled)),
-    }
-    .map_err(|e| LoadError::compile(&e))?;
+        Some(cache) => cache.get_or_compile(engine, bytes, compile)?,
+        None => (compile()?, CacheOutcome::Disabled),
+    };
+    // Checked again when it came from the cache, and its version read.
     let contract = check_imports(engine, &component)?;
     check_exports(engine, &component)?;
     Ok(Checked {

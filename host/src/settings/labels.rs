@@ -174,6 +174,7 @@ mod tests {
             &Default::default(),
             &Default::default(),
             &Default::default(),
+            &Default::default(),
             &config,
         )
         .unwrap();

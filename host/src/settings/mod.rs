@@ -63,8 +63,8 @@ pub mod value;
 
 pub use file::{ConfigFile, PolicyEntry, DEFAULT_CONFIG_FILE};
 pub use options::{
-    all_settings, OutputFlags, OutputValues, ProviderFlags, RegistryFlags, RunFlags, StateFlags,
-    TrustFlags, WatchFlags, WatchValues,
+    all_settings, CacheFlags, CacheValues, OutputFlags, OutputValues, ProviderFlags, RegistryFlags,
+    RunFlags, StateFlags, TrustFlags, WatchFlags, WatchValues,
 };
 pub use resolve::{resolve_trust, ProviderSettings, RegistrySettings, RunSettings};
 pub use setting::{Kind, Scope, Setting};
@@ -85,6 +85,7 @@ mod tests {
     fn run(flags: RunFlags, text: &str) -> anyhow::Result<RunSettings> {
         RunSettings::resolve(
             &flags,
+            &CacheFlags::default(),
             &ProviderFlags::default(),
             &StateFlags::default(),
             &file(text)?,
@@ -226,6 +227,7 @@ mod tests {
             assert!(config.value(s.key).is_some(), "{line}");
             RunSettings::resolve(
                 &RunFlags::default(),
+                &CacheFlags::default(),
                 &ProviderFlags::default(),
                 &StateFlags::default(),
                 &config,
@@ -270,6 +272,7 @@ mod tests {
         let config = file("allow_units = [\"web-*\"]\n").unwrap();
         let settings = RunSettings::resolve(
             &RunFlags::default(),
+            &CacheFlags::default(),
             &flags,
             &StateFlags::default(),
             &config,

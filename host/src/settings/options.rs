@@ -96,6 +96,18 @@ settings! {
         }
     }
 
+    /// The command-line flags of the settings `run` and `compile` share:
+    /// where compiled policies are kept.
+    Cache: CacheFlags => CacheValues {
+        cache_dir: AnyPath {
+            flag: "cache-dir",
+            key: "cache_dir",
+            value_name: "DIR",
+            default: Some("/var/cache/policy-host"),
+            help: "Where compiled policies are cached (root-only; unsafe entries are ignored and rebuilt)",
+        }
+    }
+
     /// The command-line flags of the settings of `run` alone.
     Run: RunFlags => RunValues {
         cpu_time: Seconds {
@@ -154,13 +166,6 @@ settings! {
             value_name: "SECS",
             default: Some("600"),
             help: "How long to wait for another run to release the lock, in seconds",
-        }
-        cache_dir: AnyPath {
-            flag: "cache-dir",
-            key: "cache_dir",
-            value_name: "DIR",
-            default: Some("/var/cache/policy-host"),
-            help: "Where compiled policies are cached (root-only; unsafe entries are ignored and rebuilt)",
         }
         watch_paths: Prefixes {
             flag: "watch-path",
@@ -257,6 +262,7 @@ pub fn all_settings() -> impl Iterator<Item = &'static Setting> {
         .chain(StateFlags::SETTINGS)
         .chain(OutputFlags::SETTINGS)
         .chain(RunFlags::SETTINGS)
+        .chain(CacheFlags::SETTINGS)
         .chain(RegistryFlags::SETTINGS)
         .chain(WatchFlags::SETTINGS)
 }

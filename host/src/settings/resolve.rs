@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::file::ConfigFile;
-use super::options::{ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags};
+use super::options::{CacheFlags, ProviderFlags, RegistryFlags, RunFlags, StateFlags, TrustFlags};
 use crate::facts::Labels;
 use crate::limits::Limits;
 use crate::provider::{StatusVia, UnitAllowlist};
@@ -51,6 +51,7 @@ pub struct RunSettings {
 impl RunSettings {
     pub fn resolve(
         flags: &RunFlags,
+        cache: &CacheFlags,
         provider: &ProviderFlags,
         state: &StateFlags,
         file: &ConfigFile,
@@ -78,7 +79,7 @@ impl RunSettings {
             allow,
             lock_file: values.lock_file,
             lock_timeout: values.lock_timeout,
-            cache_dir: values.cache_dir,
+            cache_dir: cache.resolve(file)?.cache_dir,
             state_dir,
             watch_paths: values.watch_paths,
             labels: file.labels().clone(),
@@ -89,6 +90,7 @@ impl RunSettings {
     pub fn defaults() -> Self {
         Self::resolve(
             &RunFlags::default(),
+            &CacheFlags::default(),
             &ProviderFlags::default(),
             &StateFlags::default(),
             &ConfigFile::default(),

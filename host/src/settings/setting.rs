@@ -14,6 +14,8 @@ pub enum Scope {
     State,
     /// `run` only: where its report and metrics are written.
     Outputs,
+    /// `run` and `compile`: where compiled policies are kept.
+    Cache,
     /// `run` only.
     Run,
     /// `run` and `push`: how registries are reached.

@@ -211,6 +211,7 @@ impl<'a> Plan<'a> {
     ) -> anyhow::Result<Self> {
         let settings = RunSettings::resolve(
             &args.run_flags,
+            &args.cache_flags,
             &args.provider_flags,
             &args.state_flags,
             file,
@@ -504,6 +505,7 @@ mod tests {
         let file = ConfigFile::default();
         let settings = RunSettings::resolve(
             &args.run_flags,
+            &args.cache_flags,
             &args.provider_flags,
             &args.state_flags,
             &file,
