@@ -282,6 +282,10 @@ fn panic_is_a_trap_with_the_message_in_the_log() {
     let json = r.assert_failure("trap");
     let message = "hostile panic fixture: deliberate panic 7f3a9c";
     assert_contains(json["log"].as_str().unwrap(), message);
+    // The failure carries the end of what the guest printed: its panic
+    // here, a Python traceback or a JavaScript stack elsewhere.
+    let failure = &json["failure"];
+    assert_contains(failure["output"].as_str().unwrap(), message);
     assert!(
         !r.stderr.contains(message),
         "guest output must stay in the log, not reach the host's stderr:\n{}",

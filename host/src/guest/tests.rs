@@ -173,6 +173,7 @@ fn changes_made_before_a_trap_are_reported() {
     let failure = RunFailure {
         class: "trap",
         message: Untrusted::new("x".repeat(1 << 20)),
+        output: None,
     };
     let calls = [call(Operation::Restart, "db", None)];
     let out = GuestOutcome::new(Err(failure), &calls, false, 1 << 20);

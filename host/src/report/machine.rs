@@ -274,9 +274,17 @@ impl PolicyState {
             .map(|e| Untrusted::new(bounded(e.as_raw())))
             .collect();
         if let Some(failure) = &run.failure {
+            let said = failure
+                .output
+                .as_ref()
+                .map(|output| format!("; the policy's output ends with: {output}"))
+                .unwrap_or_default();
             errors.insert(
                 0,
-                Untrusted::new(bounded(&format!("{} ({})", failure.message, failure.class))),
+                Untrusted::new(bounded(&format!(
+                    "{} ({}){said}",
+                    failure.message, failure.class
+                ))),
             );
         }
         let mut sources = vec![SourceState {

@@ -118,6 +118,12 @@ pub struct RunFailure {
     /// Why, as wasmtime or the limit says it; a trap's message may carry
     /// the guest's own words, so it is shown escaped.
     pub message: crate::text::Untrusted,
+    /// For a trap: the end of what the guest printed (at most 20 lines,
+    /// 2 KiB), where a Rust panic's message, a Python exception's traceback
+    /// or a JavaScript error's stack is. The guest's words: in the report,
+    /// escaped wherever shown, never on the host's own diagnostics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::text::Untrusted>,
 }
 
 impl RunFailure {
@@ -130,6 +136,7 @@ impl RunFailure {
             return Self {
                 class: limit.class(),
                 message: crate::text::Untrusted::new(limit.to_string()),
+                output: None,
             };
         }
         let class = match error.downcast_ref::<wasmtime::Trap>() {
@@ -140,8 +147,40 @@ impl RunFailure {
         Self {
             class,
             message: crate::text::Untrusted::new(format!("{error:#}")),
+            output: None,
         }
     }
+
+    /// A trap with the end of what the guest printed ([`Self::output`]).
+    fn with_output(mut self, log: &str) -> Self {
+        let said = tail_lines(log.trim_end(), OUTPUT_TAIL_LINES, OUTPUT_TAIL_BYTES);
+        if matches!(self.class, "trap" | "stack-overflow") && !said.is_empty() {
+            self.output = Some(crate::text::Untrusted::new(said));
+        }
+        self
+    }
+}
+
+/// How much of the guest's output a trap's failure carries at most.
+const OUTPUT_TAIL_LINES: usize = 20;
+const OUTPUT_TAIL_BYTES: usize = 2048;
+
+/// The last `lines` lines of `text`, at most `bytes` of them (cut at a
+/// character boundary, from the start, marked).
+fn tail_lines(text: &str, lines: usize, bytes: usize) -> String {
+    let start = text
+        .rmatch_indices('\n')
+        .nth(lines.saturating_sub(1))
+        .map_or(0, |(at, _)| at + 1);
+    let tail = &text[start..];
+    if tail.len() <= bytes {
+        return tail.to_owned();
+    }
+    let mut cut = tail.len() - bytes;
+    while !tail.is_char_boundary(cut) {
+        cut += 1;
+    }
+    format!("[...] {}", &tail[cut..])
 }
 
 /// What one run of a policy produced.
@@ -291,15 +330,17 @@ impl PolicyRuntime {
             options.watched = watch(declared, deadline).map_err(|why| RunFailure {
                 class: "subscriptions",
                 message: crate::text::Untrusted::new(format!("subscriptions: {}", why.as_raw())),
+                output: None,
             })?;
             policy
                 .call_run(&mut store, &options)
                 .map_err(|e| RunFailure::classify(&e, "trap"))
         });
         let state = store.into_data();
+        let log = log.contents();
         Ok(GuestRun {
-            outcome,
-            log: log.contents(),
+            outcome: outcome.map_err(|failure| failure.with_output(&log)),
+            log,
             provider: state.provider,
             watched: options.watched,
         })
@@ -535,5 +576,43 @@ mod tests {
             Err(LimitExceeded::CpuTime(Duration::from_millis(150))),
             "time outside the provider counts"
         );
+    }
+}
+
+#[cfg(test)]
+mod output_tests {
+    use super::*;
+
+    #[test]
+    fn a_traps_output_is_its_last_lines_bounded_at_a_character() {
+        let log = (1..=30)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let tail = tail_lines(&log, 20, 2048);
+        assert!(tail.starts_with("line 11\n"), "{tail}");
+        assert!(tail.ends_with("line 30"), "{tail}");
+        let wide = "é".repeat(3000);
+        let tail = tail_lines(&wide, 20, 2048);
+        assert!(tail.starts_with("[...] "), "{tail}");
+        assert!(tail.len() <= 2048 + "[...] ".len());
+        assert_eq!(tail_lines("", 20, 2048), "");
+    }
+
+    #[test]
+    fn only_a_trap_carries_the_output() {
+        let failure = |class| RunFailure {
+            class,
+            message: crate::text::Untrusted::new("x".to_owned()),
+            output: None,
+        };
+        let said = "Traceback (most recent call last):\nValueError: eighty\n";
+        let trap = failure("trap").with_output(said);
+        assert_eq!(
+            trap.output.map(|o| o.as_raw().to_owned()),
+            Some("Traceback (most recent call last):\nValueError: eighty".to_owned())
+        );
+        assert_eq!(failure("cpu-time-limit").with_output(said).output, None);
+        assert_eq!(failure("trap").with_output("  \n").output, None);
     }
 }
