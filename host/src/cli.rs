@@ -296,9 +296,10 @@ pub struct VerifyArgs {
 
 #[derive(Debug, Args)]
 pub struct CompileArgs {
-    /// The policies to compile: files (with FILE.minisig beside them) or
-    /// oci://REGISTRY/REPOSITORY:TAG references (pulled now, with their signatures).
-    #[arg(value_name = "POLICY", required = true)]
+    /// The policies to compile: files (with FILE.minisig beside them), directories of
+    /// them (their *.wasm files), or oci://REGISTRY/REPOSITORY:TAG references (pulled
+    /// now, with their signatures). None: the [[policy]] list of host.toml, as run takes it.
+    #[arg(value_name = "POLICY")]
     pub policies: Vec<String>,
 
     #[command(flatten)]

@@ -484,10 +484,23 @@ fn install_configure_run_upgrade_remove_and_purge() {
     );
     let watch_pid = sandbox.main_pid("policy-host-watch.service");
 
-    // Reinstalling and upgrading keep the edited host.toml and the state.
+    // Reinstalling and upgrading keep the edited host.toml and the state,
+    // and compile what host.toml lists before the watch restarts: with the
+    // compiled policy gone, the reinstall compiles it again.
     let edited = s.ok(&["cat", "/etc/policy-host/host.toml"]);
-    for deb in [&first, &upgrade] {
-        s.ok(&["dpkg", "-i", &path(deb)]);
+    s.sh("rm -f /var/cache/policy-host/*.cwasm");
+    for (deb, said) in [(&first, "compiled: "), (&upgrade, "already compiled: ")] {
+        let out = s.ok(&["dpkg", "-i", &path(deb)]);
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(said) && l.contains("manifest-policy.wasm")),
+            "{out}"
+        );
+        assert_eq!(
+            s.sh("ls /var/cache/policy-host/ | grep -c '\\.cwasm$'")
+                .trim(),
+            "1"
+        );
         assert_eq!(s.ok(&["cat", "/etc/policy-host/host.toml"]), edited);
         assert_eq!(
             s.ok(&["cat", "/var/lib/policy-host/versions.json"]),

@@ -1,5 +1,5 @@
-//! `host compile POLICY...`: each policy's signature checked as `run`
-//! checks it, then the policy compiled into the compile cache that runs
+//! `host compile [POLICY...]` (with none: host.toml's `[[policy]]` list):
+//! each policy's signature checked as `run` checks it, then the policy compiled into the compile cache that runs
 //! load it from, so that no run (a timer's, the watch's) pays a cold
 //! compile. A Rust policy compiles in a fraction of a second; a large
 //! guest (a Python policy is ~40 times its size) takes seconds and far
@@ -11,9 +11,9 @@
 
 use std::time::Instant;
 
-use anyhow::{anyhow, Context};
+use anyhow::{anyhow, bail, Context};
 
-use crate::admission::{examine_reference, Location};
+use crate::admission::{examine_reference, policy_locations, Location};
 use crate::cli::CompileArgs;
 use crate::runtime::cache::{CacheOutcome, CompileCache};
 use crate::runtime::PolicyRuntime;
@@ -35,16 +35,35 @@ pub fn execute(args: &CompileArgs) -> anyhow::Result<i32> {
     // cache entries.
     let runtime = PolicyRuntime::new(RunSettings::defaults().limits)?;
     let mut failed = 0;
-    for policy in &args.policies {
-        match compile(&runtime, &cache, &trust, args, &file, policy) {
+    for location in policy_locations(&locations(args, &file)?)? {
+        match compile(&runtime, &cache, &trust, args, &file, &location) {
             Ok(line) => println!("{line}"),
             Err(e) => {
                 failed += 1;
-                tracing::error!("{}: {e:#}", one_line(policy));
+                tracing::error!("{}: {e:#}", one_line(&location.to_string()));
             }
         }
     }
     Ok(if failed == 0 { 0 } else { 1 })
+}
+
+/// The policies named, or, with none, host.toml's `[[policy]]` list (what
+/// the timer and the watch run): what the package compiles after an
+/// upgrade, when every entry compiled by the earlier host is stale.
+fn locations(args: &CompileArgs, file: &ConfigFile) -> anyhow::Result<Vec<Location>> {
+    let given: Vec<&str> = if args.policies.is_empty() {
+        file.policies.iter().map(|p| p.source.as_str()).collect()
+    } else {
+        args.policies.iter().map(String::as_str).collect()
+    };
+    if given.is_empty() {
+        bail!(
+            "nothing to compile: name a policy, or list it as a [[policy]] in {}",
+            file.path()
+                .map_or_else(|| "host.toml".to_owned(), |p| p.display().to_string())
+        );
+    }
+    given.into_iter().map(Location::parse).collect()
 }
 
 /// One policy: read (or pulled), verified, compiled into `cache`; what was
@@ -55,9 +74,9 @@ fn compile(
     trust: &Trust,
     args: &CompileArgs,
     file: &ConfigFile,
-    policy: &str,
+    location: &Location,
 ) -> anyhow::Result<String> {
-    let (shown, bytes, verdict) = match Location::parse(policy)? {
+    let (shown, bytes, verdict) = match location.clone() {
         Location::File(path) => {
             let bytes = std::fs::read(&path).map_err(|source| SignatureError::Io {
                 path: path.clone(),
