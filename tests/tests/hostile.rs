@@ -166,6 +166,28 @@ fn alloc_bomb_is_stopped_at_its_memory_limit() {
         &format!("limit of {} bytes", 64 << 20),
     );
     assert_no_systemctl(&fake);
+
+    // A [[policy]] of host.toml may have a limit of its own, over the
+    // run's (the default here).
+    let config = fake.root().join("host.toml");
+    fs::write(
+        &config,
+        format!(
+            "[[policy]]\nsource = \"{}\"\nmemory_mib = 16\n",
+            hostile("alloc-bomb").display()
+        ),
+    )
+    .unwrap();
+    let r = fake
+        .host_run()
+        .args(["--config".as_ref(), config.as_os_str(), "--json".as_ref()])
+        .run();
+    let json = r.assert_failure("memory-limit");
+    assert_contains(
+        json["failure"]["message"].as_str().unwrap(),
+        &format!("limit of {} bytes", 16 << 20),
+    );
+    assert_no_systemctl(&fake);
 }
 
 #[test]

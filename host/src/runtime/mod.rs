@@ -205,6 +205,17 @@ pub struct LoadedPolicy {
     pub cache: CacheOutcome,
     /// Time to compile (or load) and link it.
     pub load_time: Duration,
+    /// Its own guest memory limit (host.toml's `[[policy]] memory_mib`),
+    /// over the run's.
+    memory_bytes: Option<usize>,
+}
+
+impl LoadedPolicy {
+    /// Runs it with its own guest memory limit instead of the run's.
+    pub fn with_memory_limit(mut self, bytes: Option<usize>) -> Self {
+        self.memory_bytes = bytes;
+        self
+    }
 }
 
 /// Compiles and runs policies. Build it once per process: the engine and the
@@ -264,6 +275,7 @@ impl PolicyRuntime {
             pre,
             cache: checked.cache,
             load_time: started.elapsed(),
+            memory_bytes: None,
         })
     }
 
@@ -282,14 +294,18 @@ impl PolicyRuntime {
             Instant,
         ) -> Result<Vec<contract::Watched>, crate::text::Untrusted>,
     ) -> anyhow::Result<GuestRun> {
-        let log = GuestLog::new(self.limits.log_bytes);
+        let limits = Limits {
+            memory_bytes: policy.memory_bytes.unwrap_or(self.limits.memory_bytes),
+            ..self.limits
+        };
+        let log = GuestLog::new(limits.log_bytes);
         let clock = RunClock(Instant::now());
         let wasi = sandboxed_wasi(&log, clock);
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            memory: MemoryLimiter::new(self.limits.memory_bytes),
-            meter: Meter::new(self.limits),
+            memory: MemoryLimiter::new(limits.memory_bytes),
+            meter: Meter::new(limits),
             provider,
             clock,
             declaring: false,

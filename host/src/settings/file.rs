@@ -35,7 +35,22 @@ pub struct PolicyEntry {
     pub source: String,
     #[serde(default)]
     pub settings: Option<String>,
+    /// This policy's guest memory limit, in MiB, over `limits.memory_mib`
+    /// (a large guest, such as a Python policy, beside small ones).
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
 }
+
+impl PolicyEntry {
+    /// [`Self::memory_mib`] in bytes.
+    pub fn memory_bytes(&self) -> Option<usize> {
+        self.memory_mib.map(|mib| (mib as usize) << 20)
+    }
+}
+
+/// The most a `[[policy]]`'s `memory_mib` may say (64 GiB): a guest's
+/// linear memory is 32-bit (4 GiB) per memory.
+const MAX_POLICY_MEMORY_MIB: u64 = 1 << 16;
 
 impl ConfigFile {
     /// Reads `--config FILE` (which must exist), or the default file (which
@@ -65,16 +80,29 @@ impl ConfigFile {
                 misplaced_setting(path, text, &value)?;
                 let entries: Vec<PolicyEntry> = value.try_into().with_context(|| {
                     format!(
-                        "host configuration {}: `[[policy]]` takes `source` and, optionally, `settings`",
+                        "host configuration {}: `[[policy]]` takes `source` and, optionally, `settings` and `memory_mib`",
                         path.display()
                     )
                 })?;
                 let dir = path.parent().unwrap_or(Path::new("/"));
+                if let Some(entry) = entries.iter().find(|e| {
+                    e.memory_mib
+                        .is_some_and(|m| m == 0 || m > MAX_POLICY_MEMORY_MIB)
+                }) {
+                    bail!(
+                        "host configuration {}: the [[policy]] of {}: memory_mib = {} is not \
+                         between 1 and {MAX_POLICY_MEMORY_MIB}",
+                        path.display(),
+                        entry.source,
+                        entry.memory_mib.unwrap_or_default()
+                    );
+                }
                 entries
                     .into_iter()
                     .map(|entry| PolicyEntry {
                         source: relative_to(dir, &entry.source),
                         settings: entry.settings.map(|s| relative_to(dir, &s)),
+                        memory_mib: entry.memory_mib,
                     })
                     .collect()
             }

@@ -151,7 +151,7 @@ mod tests {
     #[test]
     fn policies_are_listed_in_order_relative_to_the_file() {
         let config = file(
-            "[[policy]]\nsource = \"oci://r.example/policies/web:1\"\nsettings = \"web.yaml\"\n\n[[policy]]\nsource = \"/usr/lib/p.wasm\"\n",
+            "[[policy]]\nsource = \"oci://r.example/policies/web:1\"\nsettings = \"web.yaml\"\n\n[[policy]]\nsource = \"/usr/lib/p.wasm\"\nmemory_mib = 256\n",
         )
         .unwrap();
         assert_eq!(
@@ -160,15 +160,26 @@ mod tests {
                 PolicyEntry {
                     source: "oci://r.example/policies/web:1".into(),
                     settings: Some("/etc/policy-host/web.yaml".into()),
+                    memory_mib: None,
                 },
                 PolicyEntry {
                     source: "/usr/lib/p.wasm".into(),
                     settings: None,
+                    memory_mib: Some(256),
                 },
             ]
         );
+        assert_eq!(config.policies[1].memory_bytes(), Some(256 << 20));
         let err = format!("{:#}", file("[[policy]]\nsorce = \"x\"\n").unwrap_err());
         assert!(err.contains("`[[policy]]` takes `source`"), "{err}");
+        for wrong in ["0", "65537"] {
+            let text = format!("[[policy]]\nsource = \"/usr/lib/p.wasm\"\nmemory_mib = {wrong}\n");
+            let err = format!("{:#}", file(&text).unwrap_err());
+            assert!(
+                err.contains(&format!("the [[policy]] of /usr/lib/p.wasm: memory_mib = {wrong} is not between 1 and 65536")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

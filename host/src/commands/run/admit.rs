@@ -157,7 +157,8 @@ impl<'p> Admitter<'p> {
         }
         let compiled = runtime
             .load(&admitted.bytes, self.cache.as_ref())
-            .with_context(|| format!("loading policy {}", admitted.origin))?;
+            .with_context(|| format!("loading policy {}", admitted.origin))?
+            .with_memory_limit(job.memory_bytes);
         tracing::info!(
             policy = %admitted.origin,
             cache = ?compiled.cache,

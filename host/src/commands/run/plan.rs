@@ -33,6 +33,8 @@ use super::{PlannedPolicy, Selection};
 pub(super) struct Job {
     pub(super) policy: Location,
     pub(super) settings: Option<Location>,
+    /// Its own guest memory limit (host.toml's `[[policy]] memory_mib`).
+    pub(super) memory_bytes: Option<usize>,
 }
 
 impl Job {
@@ -395,6 +397,7 @@ fn jobs(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<Vec<Job>> {
             .map(|policy| Job {
                 policy,
                 settings: settings.clone(),
+                memory_bytes: None,
             })
             .collect());
     }
@@ -419,6 +422,7 @@ fn jobs(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<Vec<Job>> {
                 .map(|policy| Job {
                     policy,
                     settings: settings.clone(),
+                    memory_bytes: entry.memory_bytes(),
                 }),
         );
     }
