@@ -198,7 +198,7 @@ impl Bench {
             for k in 0..2 {
                 if (rep + k) % 2 == 0 {
                     let outcome = self.measure(&host)?;
-                    self.host_checked(&outcome, expect)?;
+                    setup::host_checked(&outcome, expect)?;
                     let profiled = self.profiled(&outcome, units)?;
                     progress(&format!(
                         "N={n} host converge {}: {:.1} ms ({})",
@@ -316,28 +316,6 @@ impl Bench {
         // Leave them as the other measurements expect them.
         self.sh(&Self::set_all(units, true))?;
         Ok(times)
-    }
-
-    /// The checks of [`Bench::host_run`], on an outcome kept whole.
-    fn host_checked(&self, outcome: &Outcome, expect: Expect) -> anyhow::Result<()> {
-        let run = parse_host(outcome)?;
-        ensure!(
-            outcome.code == Some(0) && run.success && run.status_reader == "dbus",
-            "host run exited {:?} (status read with {}): {}\n{}",
-            outcome.code,
-            run.status_reader,
-            outcome.stderr.trim(),
-            tail(&outcome.stdout, 2000)
-        );
-        ensure!(
-            run.changed == expect.changed && run.systemctl_calls == expect.systemctl_calls,
-            "host run changed {} resources with {} systemctl calls; expected {} and {}",
-            run.changed,
-            run.systemctl_calls,
-            expect.changed,
-            expect.systemctl_calls
-        );
-        Ok(())
     }
 
     /// One converging run's report, and systemd's timestamps of its starts.

@@ -143,28 +143,8 @@ impl Bench {
 
     pub(super) fn host_run(&self, spec: &Spec, expect: Expect) -> anyhow::Result<HostRun> {
         let outcome = self.measure(spec)?;
-        let mut run = parse_host(&outcome)?;
+        let mut run = host_checked(&outcome, expect)?;
         run.maxrss_kb = maxrss_kb(&outcome.stderr);
-        ensure!(
-            outcome.code == Some(0) && run.success,
-            "host run exited {:?}: {}\n{}",
-            outcome.code,
-            outcome.stderr.trim(),
-            tail(&outcome.stdout, 2000)
-        );
-        ensure!(
-            run.status_reader == "dbus",
-            "host run read status with {}, not over D-Bus: is the sandbox's system bus up?",
-            run.status_reader
-        );
-        ensure!(
-            run.changed == expect.changed && run.systemctl_calls == expect.systemctl_calls,
-            "host run changed {} resources with {} systemctl calls; expected {} and {}",
-            run.changed,
-            run.systemctl_calls,
-            expect.changed,
-            expect.systemctl_calls
-        );
         Ok(run)
     }
 
@@ -179,4 +159,31 @@ impl Bench {
         );
         Ok(ms(outcome.ns))
     }
+}
+
+/// A host run's report, checked: it succeeded over D-Bus, with the changes
+/// and systemctl calls `expect` says.
+pub(super) fn host_checked(outcome: &Outcome, expect: Expect) -> anyhow::Result<HostRun> {
+    let run = parse_host(outcome)?;
+    ensure!(
+        outcome.code == Some(0) && run.success,
+        "host run exited {:?}: {}\n{}",
+        outcome.code,
+        outcome.stderr.trim(),
+        tail(&outcome.stdout, 2000)
+    );
+    ensure!(
+        run.status_reader == "dbus",
+        "host run read status with {}, not over D-Bus: is the sandbox's system bus up?",
+        run.status_reader
+    );
+    ensure!(
+        run.changed == expect.changed && run.systemctl_calls == expect.systemctl_calls,
+        "host run changed {} resources with {} systemctl calls; expected {} and {}",
+        run.changed,
+        run.systemctl_calls,
+        expect.changed,
+        expect.systemctl_calls
+    );
+    Ok(run)
 }
