@@ -60,6 +60,9 @@ pub enum Command {
     /// Compile signed policies into the compile cache now (each signature checked first), so
     /// that no run pays a cold compile: worth it for large policies (Python, JavaScript).
     Compile(Box<CompileArgs>),
+    /// Make one policy of a declaration (a Python or JavaScript policy's component) and the
+    /// engine that applies it: the component model's composition. Sign the result.
+    Compose(ComposeArgs),
     /// Create a new policy crate: a policy with one service, a native test, a build command.
     NewPolicy(NewPolicyArgs),
     /// Show a policy's size, SHA-256, world, imports and exports, and signature.
@@ -108,9 +111,25 @@ pub struct NewPolicyArgs {
     pub name: Option<String>,
 
     /// A guest-sdk checkout for the new policy to depend on, for SDK development
-    /// [default: a copy of the guest-sdk this host ships, written to DIR/vendor].
+    /// [default: a copy of the guest-sdk this host ships, written to DIR/vendor]. Rust only.
     #[arg(long, value_name = "PATH")]
     pub sdk_path: Option<PathBuf>,
+
+    /// The language the policy is written in: rust (a crate on guest-sdk), or python or js
+    /// (a declaration, made one policy with the engine by `host compose`).
+    #[arg(long, value_enum, default_value_t = Language::Rust)]
+    pub lang: Language,
+}
+
+/// The language a new policy is written in (`host new-policy --lang`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Language {
+    /// A crate on guest-sdk.
+    Rust,
+    /// A declaration built by componentize-py.
+    Python,
+    /// A declaration built by componentize-qjs.
+    Js,
 }
 
 /// `--config`, declared once for every command that reads host.toml.
@@ -159,6 +178,23 @@ pub struct KeygenArgs {
     /// Store the secret key without a password, for automation. Keep it safe by other means.
     #[arg(long)]
     pub unencrypted: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ComposeArgs {
+    /// The declaration component: built for the `declaration` world of
+    /// wit/declaration/declaration.wit (componentize-py, componentize-qjs, jco).
+    pub declaration: PathBuf,
+
+    /// Where to write the policy (unsigned: sign it next).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// The engine component [default: /usr/lib/policy-host/declaration-engine.wasm, which
+    /// the package installs; from a checkout:
+    /// target/wasm32-wasip2/release/declaration_engine.wasm].
+    #[arg(long, value_name = "FILE")]
+    pub engine: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

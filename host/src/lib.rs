@@ -11,6 +11,7 @@ pub mod admission;
 pub mod atomic_file;
 pub mod cli;
 pub mod commands;
+pub mod compose;
 pub mod contract;
 pub mod facts;
 pub mod fs_safety;

@@ -38,6 +38,7 @@ fn main() -> ExitCode {
         Command::Facts(args) => commands::facts::execute(args),
         Command::Verify(args) => commands::verify::execute(args),
         Command::Compile(args) => commands::compile::execute(args),
+        Command::Compose(args) => commands::compose::execute(args),
         Command::NewPolicy(args) => commands::new_policy::execute(args),
         Command::Inspect(args) => commands::inspect::execute(args),
         Command::Completions { shell } => commands::docs::completions(*shell, &name),

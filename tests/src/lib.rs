@@ -7,6 +7,7 @@ pub mod build;
 pub mod executable;
 pub mod fake_systemctl;
 pub mod host_run;
+pub mod languages;
 pub mod machine;
 pub mod metrics;
 pub mod outcome;

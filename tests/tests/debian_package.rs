@@ -172,8 +172,17 @@ fn a_bare_cargo_deb_stops_and_names_the_command_that_builds_the_package() {
         "{stderr}"
     );
     assert!(!out_dir.join("embedded_sdk.rs").exists());
-    // Staged, as build-package stages it: the build goes on.
+    // The policy alone is not enough: the declaration engine is shipped too.
     std::fs::write(profile_dir.join("manifest-policy.wasm"), b"\0asm").unwrap();
+    let out = run();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("declaration-engine.wasm is missing"),
+        "{stderr}"
+    );
+    // Both staged, as build-package stages them: the build goes on.
+    std::fs::write(profile_dir.join("declaration-engine.wasm"), b"\0asm").unwrap();
     let out = run();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out_dir.join("embedded_sdk.rs").is_file());

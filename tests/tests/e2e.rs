@@ -22,6 +22,7 @@ mod honest_outcomes;
 mod host_record;
 mod hostile;
 mod key_interop;
+mod languages;
 mod local_attacker;
 mod memory_budget;
 mod monitoring;

@@ -663,3 +663,98 @@ fn refuses_an_invalid_crate_name_and_writes_nothing() {
     let manifest = fs::read_to_string(from_dir.join("Cargo.toml")).unwrap();
     assert!(manifest.contains("name = \"fast-policy\""), "{manifest}");
 }
+
+// ------------------------------------------------------- --lang python | js
+
+/// `host new-policy --lang LANGUAGE my-app-policy` in a fresh directory
+/// outside the repository, then the project's own steps as its README
+/// gives them: its tests in the language's runner, `./build.sh KEY` (the
+/// declaration built, composed with the engine, signed), and two runs
+/// against the fake systemctl: converge, then nothing to do.
+fn a_scaffolded_declaration_tests_builds_signs_and_runs(language: &str, test: &[&str]) {
+    let home = policy_host_e2e::fake_systemctl::temp_dir(&format!("scaffold-{language}"));
+    // The host on PATH under the name the package installs, as build.sh calls it.
+    let bin = home.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(host_binary(), bin.join("policy-host")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(bin.join("policy-host"))
+        .args(["new-policy", "--lang", language, "my-app-policy"])
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    assert_success("policy-host new-policy --lang", &out);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("  ./build.sh "), "{stdout}");
+    let dir = home.join("my-app-policy");
+    for file in ["README.md", "build.sh", "wit/declaration.wit"] {
+        assert!(dir.join(file).is_file(), "{file}: {:?}", listing(&dir));
+    }
+
+    let out = Command::new(test[0])
+        .args(&test[1..])
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_success(&test.join(" "), &out);
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("2 passed") || said.contains("# pass 2"),
+        "{said}"
+    );
+
+    let key = test_key();
+    let out = Command::new("./build.sh")
+        .arg(&key.secret_key)
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .env(
+            "ENGINE",
+            policy_host_e2e::build::policy_wasm("declaration-engine"),
+        )
+        .output()
+        .unwrap();
+    assert_success("./build.sh KEY", &out);
+    assert!(
+        text(&out.stdout).ends_with("my_app_policy.wasm\n"),
+        "{}",
+        text(&out.stdout)
+    );
+    let policy = dir.join("my_app_policy.wasm");
+    assert!(dir.join("my_app_policy.wasm.minisig").is_file());
+
+    let fake = FakeSystemctl::new();
+    fake.unit("my-app", "inactive", "disabled");
+    let run = fake.host_run().policy(&policy).args(["--json"]).run();
+    run.assert_exit(0);
+    assert_eq!(
+        fake.mutating_calls(),
+        [
+            "start --system -- my-app",
+            "enable --no-reload --system -- my-app"
+        ]
+    );
+    fake.clear_calls();
+    let again = fake.host_run().policy(&policy).args(["--json"]).run();
+    again.assert_exit(0);
+    assert_eq!(fake.mutating_calls(), Vec::<String>::new());
+    let _ = fs::remove_dir_all(&home);
+}
+
+#[policy_host_e2e::requires::e2e_test(requires = "componentize-py, pytest")]
+fn a_scaffolded_python_policy_tests_builds_signs_and_runs() {
+    a_scaffolded_declaration_tests_builds_signs_and_runs(
+        "python",
+        &["python3", "-m", "pytest", "-p", "no:cacheprovider"],
+    );
+}
+
+#[policy_host_e2e::requires::e2e_test(requires = "componentize-qjs, node")]
+fn a_scaffolded_javascript_policy_tests_builds_signs_and_runs() {
+    a_scaffolded_declaration_tests_builds_signs_and_runs("js", &["node", "--test"]);
+}

@@ -277,6 +277,10 @@ fn files(command: Option<&str>) -> &'static [(&'static str, &'static str)] {
             LOGINS,
         ],
         Some("inspect") => &[CONFIG, KEYS, LOGINS],
+        Some("compose") => &[(
+            "/usr/lib/policy-host/declaration-engine.wasm",
+            "the engine a declaration is composed with, unless --engine names another",
+        )],
         Some("compile") => &[
             CONFIG,
             KEYS,
@@ -349,7 +353,11 @@ const EXAMPLES: &[(Option<&str>, &str, &str)] = &[
     (Some("compile"), "{name} compile oci://registry.example.com/policies/web:1.4", "pulled with its signatures now, checked, compiled: ahead of the timer's or the watch's first run"),
     (Some("push"), "{name} push web.wasm oci://registry.example.com/policies/web:1.4", "the policy and its signature"),
     (Some("inspect"), "{name} inspect web.wasm", "what the policy imports and exports, and its signature"),
+    (Some("compose"), "{name} compose build/declaration.wasm -o web.wasm", "a Python or JavaScript policy's declaration made one policy with the packaged engine; sign web.wasm next"),
+    (Some("compose"), "{name} compose declaration.wasm -o web.wasm --engine target/wasm32-wasip2/release/declaration_engine.wasm", "with an engine built from a checkout"),
     (Some("new-policy"), "{name} new-policy my-policy", "a policy crate to edit, test natively and build"),
+    (Some("new-policy"), "{name} new-policy --lang python my-policy", "a Python policy: app.py, its pytest tests, build.sh (componentize-py, then compose)"),
+    (Some("new-policy"), "{name} new-policy --lang js my-policy", "a JavaScript policy: policy.js, its node --test tests, build.sh (componentize-qjs, then compose)"),
     (Some("completions"), "{name} completions bash > /etc/bash_completion.d/{name}", "bash completion"),
     (Some("man"), "{name} man --out-dir /usr/local/share/man/man8", "every page, in section 8"),
     (Some("config-template"), "{name} config-template > /etc/policy-host/host.toml", "every setting, commented, with its default"),

@@ -1,6 +1,7 @@
 //! One module per subcommand: each parses its options and calls library code.
 
 pub mod compile;
+pub mod compose;
 pub mod docs;
 pub mod facts;
 pub mod inspect;

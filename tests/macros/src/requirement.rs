@@ -20,6 +20,10 @@ pub(crate) const KNOWN: &[(&str, &str)] = &[
     ("cargo-deb", "cargo install cargo-deb --locked"),
     ("lintian", "apt-get install lintian"),
     ("bind9-host", "apt-get install bind9-host"),
+    ("componentize-py", "pip install componentize-py==0.25.1"),
+    ("pytest", "pip install pytest"),
+    ("node", "apt-get install nodejs"),
+    ("componentize-qjs", "npm install -g componentize-qjs@0.4.5"),
 ];
 
 /// `None` when the machine has `name`; otherwise how to get it. An unknown
@@ -55,6 +59,10 @@ pub(crate) fn missing_in(
         "cargo-deb" => on_path("cargo-deb"),
         "lintian" => on_path("lintian"),
         "bind9-host" => Path::new("/usr/bin/host").is_file(),
+        "componentize-py" => on_path("componentize-py"),
+        "pytest" => on_path("pytest"),
+        "node" => on_path("node"),
+        "componentize-qjs" => on_path("componentize-qjs"),
         _ => unreachable!("every known requirement is detected"),
     };
     Ok((!present).then_some(*how))

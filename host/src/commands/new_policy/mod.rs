@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _};
 
-use crate::cli::NewPolicyArgs;
+use crate::cli::{Language, NewPolicyArgs};
 
+mod languages;
 mod names;
 mod render;
 #[cfg(test)]
@@ -97,6 +98,12 @@ impl Created {
 }
 
 pub fn execute(args: &NewPolicyArgs) -> anyhow::Result<i32> {
+    if args.lang != Language::Rust {
+        if args.sdk_path.is_some() {
+            bail!("--sdk-path names a guest-sdk crate: it is for --lang rust only; nothing was written");
+        }
+        return execute_declaration(args);
+    }
     let created = create(&args.dir, args.name.as_deref(), args.sdk_path.as_deref())?;
     println!(
         "created policy crate `{}` in {}",
@@ -127,6 +134,72 @@ pub fn execute(args: &NewPolicyArgs) -> anyhow::Result<i32> {
         created.wasm_path()
     );
     Ok(0)
+}
+
+/// `host new-policy --lang python|js`: the project, then its five steps.
+fn execute_declaration(args: &NewPolicyArgs) -> anyhow::Result<i32> {
+    let (dir, name, files) = create_declaration(&args.dir, args.name.as_deref(), args.lang)?;
+    let stem = name.replace('-', "_");
+    let language = match args.lang {
+        Language::Python => "Python",
+        _ => "JavaScript",
+    };
+    println!("created {language} policy `{name}` in {}", dir.display());
+    for file in &files {
+        println!("  {file}");
+    }
+    let host = shell_quote(crate::program::name());
+    println!();
+    println!("next:");
+    println!("  cd {}", shell_quote(&args.dir.display().to_string()));
+    match args.lang {
+        Language::Python => {
+            println!("  pip install pytest componentize-py==0.25.1      # once");
+            println!("  python3 -m pytest");
+        }
+        _ => {
+            println!("  npm install                                      # once: componentize-qjs");
+            println!("  node --test");
+        }
+    }
+    println!("  ./build.sh                                       # the declaration, composed with the engine: {stem}.wasm");
+    println!(
+        "  {host} sign {stem}.wasm --key ~/keys/policy-host.key      # {host} keygen --out ~/keys, once"
+    );
+    println!("  {host} run {stem}.wasm --noop --trusted-key ~/keys/policy-host.pub");
+    Ok(0)
+}
+
+/// Scaffolds a declaration project in `language` (Python or JavaScript) in
+/// `dir`, under the same rules as [`create`]: its directory, name and the
+/// files written, relative to it.
+pub fn create_declaration(
+    dir: &Path,
+    name: Option<&str>,
+    language: Language,
+) -> anyhow::Result<(PathBuf, String, Vec<String>)> {
+    let existed = check_dir(dir)?;
+    let name = match name {
+        Some(name) => {
+            validate_crate_name(name).map_err(|e| anyhow!("invalid policy name `{name}`: {e}"))?;
+            name.to_string()
+        }
+        None => name_from_dir(dir)?,
+    };
+    let files = languages::render(language, &name, &program_name());
+    if !existed {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    if let Err(e) = write_files(dir, &files) {
+        if existed {
+            remove_contents(dir);
+        } else {
+            let _ = fs::remove_dir_all(dir);
+        }
+        return Err(e);
+    }
+    let dir = fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))?;
+    Ok((dir, name, files.into_iter().map(|f| f.path).collect()))
 }
 
 /// The files as listed to the user: each one, except that the vendored

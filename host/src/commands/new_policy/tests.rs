@@ -549,3 +549,106 @@ fn shell_quoting_only_when_needed() {
     assert_eq!(shell_quote("/tmp/a b"), "'/tmp/a b'");
     assert_eq!(shell_quote("it's"), r"'it'\''s'");
 }
+
+// ------------------------------------------------------- --lang python | js
+
+#[test]
+fn the_embedded_python_sdk_is_every_module_of_sdk_python() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/policy_host");
+    let mut on_disk: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".py"))
+        .map(|name| format!("policy_host/{name}"))
+        .collect();
+    on_disk.sort();
+    let mut embedded: Vec<String> = languages::PYTHON_SDK
+        .iter()
+        .map(|(path, _)| (*path).to_owned())
+        .collect();
+    embedded.sort();
+    assert_eq!(
+        embedded, on_disk,
+        "add the new module to languages::PYTHON_SDK"
+    );
+    for (path, contents) in languages::PYTHON_SDK.iter().chain(&languages::JS_SDK) {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../sdk")
+            .join(if path.ends_with(".js") {
+                "js"
+            } else {
+                "python"
+            })
+            .join(path);
+        assert_eq!(fs::read_to_string(&file).unwrap(), *contents, "{path}");
+    }
+}
+
+#[test]
+fn a_declaration_project_is_filled_in_and_holds_its_sdk_and_wit() {
+    for (language, own, sdk) in [
+        (Language::Python, "app.py", "policy_host/export.py"),
+        (Language::Js, "policy.js", "policy-host.js"),
+    ] {
+        let files = languages::render(language, "web-policy", "policy-host");
+        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        for wanted in [
+            own,
+            sdk,
+            "README.md",
+            "build.sh",
+            ".gitignore",
+            "wit/declaration.wit",
+        ] {
+            assert!(paths.contains(&wanted), "{language:?}: {paths:?}");
+        }
+        for file in &files {
+            let text = String::from_utf8_lossy(&file.contents);
+            assert!(
+                !text.contains("{{"),
+                "{language:?} {}: a placeholder left",
+                file.path
+            );
+            assert_eq!(file.executable, file.path == "build.sh", "{}", file.path);
+        }
+        let build = files.iter().find(|f| f.path == "build.sh").unwrap();
+        let build = String::from_utf8_lossy(&build.contents);
+        assert!(
+            build.contains("policy-host compose build/declaration.wasm -o web_policy.wasm"),
+            "{build}"
+        );
+        let readme = files.iter().find(|f| f.path == "README.md").unwrap();
+        let readme = String::from_utf8_lossy(&readme.contents);
+        for step in ["## Test", "## Build", "## Sign", "## Run"] {
+            assert!(readme.contains(step), "{language:?}: {step}");
+        }
+    }
+}
+
+#[test]
+fn a_declaration_project_is_made_whole_or_not_at_all() {
+    let tmp = TempDir::new("declaration");
+    let dir = tmp.0.join("web-py");
+    let (made, name, files) = create_declaration(&dir, None, Language::Python).unwrap();
+    assert_eq!(name, "web-py");
+    assert_eq!(made, fs::canonicalize(&dir).unwrap());
+    assert!(files.contains(&"policy_host/__init__.py".to_owned()));
+    assert!(dir.join("policy_host/__init__.py").is_file());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata(dir.join("build.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111);
+    // Not over an existing project, and not under a bad name.
+    let again = create_declaration(&dir, None, Language::Js)
+        .unwrap_err()
+        .to_string();
+    assert!(again.contains("already exists and is not empty"), "{again}");
+    let bad = create_declaration(&tmp.0.join("x"), Some("Bad Name"), Language::Js)
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("invalid policy name `Bad Name`"), "{bad}");
+    assert!(!tmp.0.join("x").exists());
+}

@@ -63,6 +63,13 @@ impl<'a> Facts<'a> {
             .map(|f| f.value.as_str())
     }
 
+    /// Every fact given, in the host's order: what a policy passes on
+    /// whole (the declaration engine gives them to a policy written in
+    /// another language).
+    pub fn as_slice(&self) -> &'a [Fact] {
+        self.list
+    }
+
     /// The names of every fact given, in the host's order.
     pub fn names(&self) -> impl Iterator<Item = &'a str> {
         self.list.iter().map(|f| f.name.as_str())

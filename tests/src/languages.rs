@@ -1,0 +1,129 @@
+//! Policies written in Python and JavaScript, built as an author builds
+//! them: the declaration component by the language's own toolchain
+//! (componentize-py, componentize-qjs), then `host compose` with the
+//! engine (policies/engine), then `host sign`. Built once per test process.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use crate::build::{host_command, policy_wasm, sign_file, target_dir, workspace_root};
+
+/// A language a policy can be written in besides Rust.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Language {
+    Python,
+    JavaScript,
+}
+
+impl Language {
+    /// The name used for its build directory and files.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Language::Python => "python",
+            Language::JavaScript => "js",
+        }
+    }
+}
+
+/// Where this process builds language policies.
+fn build_dir(language: Language) -> PathBuf {
+    let dir = target_dir()
+        .join("e2e-languages")
+        .join(std::process::id().to_string())
+        .join(language.tag());
+    std::fs::create_dir_all(&dir).expect("create the language build directory");
+    dir
+}
+
+/// Runs `command`, which must succeed; its output in the panic otherwise.
+pub fn run_ok(command: &mut Command) -> String {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The declaration component of the example in `language`
+/// (policies/example-python, policies/example-js), built with the SDK of
+/// this repository, as each example's header says.
+pub fn example_declaration(language: Language) -> PathBuf {
+    let root = workspace_root();
+    let out = build_dir(language).join("declaration.wasm");
+    match language {
+        Language::Python => run_ok(
+            Command::new("componentize-py")
+                .current_dir(&root)
+                .args([
+                    "-d",
+                    "wit/declaration",
+                    "-w",
+                    "declaration",
+                    "componentize",
+                    "app",
+                ])
+                .args(["-p", "policies/example-python", "-p", "sdk/python", "-o"])
+                .arg(&out),
+        ),
+        Language::JavaScript => run_ok(
+            Command::new("componentize-qjs")
+                .current_dir(&root)
+                .args([
+                    "--wit",
+                    "wit/declaration",
+                    "-j",
+                    "policies/example-js/policy.js",
+                ])
+                .args([
+                    "--module-root",
+                    ".",
+                    "-n",
+                    "declaration",
+                    "--sync",
+                    "--stub-wasi",
+                ])
+                .arg("-o")
+                .arg(&out),
+        ),
+    };
+    out
+}
+
+/// `host compose DECLARATION -o OUT --engine <the engine>`, which must
+/// succeed; what it printed.
+pub fn compose(declaration: &Path, out: &Path) -> String {
+    run_ok(
+        host_command()
+            .arg("compose")
+            .arg(declaration)
+            .arg("-o")
+            .arg(out)
+            .arg("--engine")
+            .arg(policy_wasm("declaration-engine")),
+    )
+}
+
+/// The example in `language`, composed with the engine and signed with the
+/// test key: a policy as an author ships it.
+pub fn example_policy(language: Language) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<Language, PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = built.get(&language) {
+        return path.clone();
+    }
+    let declaration = example_declaration(language);
+    let policy = build_dir(language).join(format!("example-{}.wasm", language.tag()));
+    compose(&declaration, &policy);
+    sign_file(&policy);
+    built.insert(language, policy.clone());
+    policy
+}
