@@ -1,46 +1,42 @@
 #!/bin/bash
 # Issue 47's figures: the example policy's three services (httpd running and
 # enabled, legacy-ftpd stopped and disabled, metrics-agent running) declared
-# in Rust (policies/example), Python (app.py, componentize-py) and JavaScript
-# (policy.js, ComponentizeJS's StarlingMonkey and componentize-qjs's QuickJS),
-# each built, signed with a throwaway key, then `host compile`d cold (a fresh
-# cache, three times) and run three times against the fake systemctl
-# (converging, then nothing to do). Prints a Markdown table of medians.
-#
-# app.py and policy.js are measuring fixtures that speak the contract
-# directly (status, start, enable... and a report); they are not the SDKs
-# issue 47 asks for, and they apply nothing the Rust SDK's engine does
-# beyond this: what is measured is the guest's size, compile and run cost.
+# in Rust (policies/example), Python (policies/example-python, componentize-py)
+# and JavaScript (policies/example-js, componentize-qjs), the Python and
+# JavaScript declarations composed with the engine (`host compose`), each
+# signed with a throwaway key, then `host compile`d cold (a fresh cache, three
+# times) and run three times against the fake systemctl (converging, then
+# nothing to do). Prints a Markdown table of medians.
 #
 # Needs: a release host (cargo build --release -p policy-host --bin host),
-# the Rust example (cargo build --release -p example-policy --target
-# wasm32-wasip2), componentize-py (pip install componentize-py==0.25.1),
-# and, in this directory, npm install @bytecodealliance/componentize-js@0.23.0
-# componentize-qjs@0.4.5. Usage: bench/languages/measure.sh [WORKDIR]
+# the Rust example and the engine (cargo build --release -p example-policy
+# -p declaration-engine --target wasm32-wasip2), componentize-py (pip install
+# componentize-py==0.25.1) and componentize-qjs (npm install -g
+# componentize-qjs@0.4.5). Usage: bench/languages/measure.sh [WORKDIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=${1:-$(mktemp -d)}
 host=$root/target/release/host
-wit=$root/wit/policy.wit
-mkdir -p "$work"
+engine=$root/target/wasm32-wasip2/release/declaration_engine.wasm
+mkdir -p "$work/python" "$work/js"
 "$host" keygen --out "$work/keys" --unencrypted >/dev/null
 declare -A built=(
   [rust]=$root/target/wasm32-wasip2/release/example_policy.wasm
+  [python]=$work/python/example_policy.wasm
+  [js]=$work/js/example_policy.wasm
 )
-mkdir -p "$work/python" "$work/js-componentize-js" "$work/js-componentize-qjs"
-(cd "$here" && componentize-py -d "$wit" -w policy componentize app -o "$work/python/example_policy.wasm" >/dev/null)
-(cd "$here" && npx componentize-js policy.js --wit "$wit" --world-name policy \
-  -d stdio random clocks http fetch-event -o "$work/js-componentize-js/example_policy.wasm" >/dev/null)
-(cd "$here" && npx componentize-qjs --wit "$wit" --js policy.js -n policy --sync --stub-wasi \
-  -o "$work/js-componentize-qjs/example_policy.wasm" >/dev/null)
-built[python]=$work/python/example_policy.wasm
-built[js-componentize-js]=$work/js-componentize-js/example_policy.wasm
-built[js-componentize-qjs]=$work/js-componentize-qjs/example_policy.wasm
+(cd "$root" && componentize-py -d wit/declaration -w declaration componentize app \
+  -p policies/example-python -p sdk/python -o "$work/python/declaration.wasm" >/dev/null)
+(cd "$root" && componentize-qjs --wit wit/declaration -j policies/example-js/policy.js \
+  --module-root . -n declaration --sync --stub-wasi -o "$work/js/declaration.wasm" >/dev/null)
+for lang in python js; do
+  "$host" compose "$work/$lang/declaration.wasm" -o "${built[$lang]}" --engine "$engine" >/dev/null
+done
 med() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 echo "| policy | size (bytes) | cold compile (s) | compile peak RSS (MiB) | converging run (s) | run with nothing to do (s) | run peak RSS (MiB) |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
-for lang in rust python js-componentize-js js-componentize-qjs; do
+for lang in rust python js; do
   d=$work/run-$lang
   rm -rf "$d"; mkdir -p "$d/fake/bin" "$d/fake/state/units"
   cp "${built[$lang]}" "$d/example_policy.wasm"

@@ -374,6 +374,32 @@ fn install_configure_run_upgrade_remove_and_purge() {
         assert!(s.exists(completion), "{completion}");
     }
     assert!(s.exists("/usr/lib/policy-host/manifest-policy.wasm"));
+    // The engine a Python or JavaScript policy is composed with, where
+    // `policy-host compose` looks for it. Given the manifest policy (no
+    // declaration), compose gets past reading the engine and refuses the
+    // declaration.
+    let engine = s.ok(&[
+        "policy-host",
+        "inspect",
+        "/usr/lib/policy-host/declaration-engine.wasm",
+    ]);
+    // Alone it is no policy: the host refuses it until a declaration is
+    // plugged into its import.
+    assert!(
+        engine.contains("imports:   policy-host:declaration/declare@0.1.0")
+            && engine.contains(
+                "world:     refused: the policy imports `policy-host:declaration/declare@0.1.0`"
+            ),
+        "{engine}"
+    );
+    let refused = s.sh(
+        "policy-host compose /usr/lib/policy-host/manifest-policy.wasm -o /tmp/composed.wasm 2>&1; echo \"exit $?\"",
+    );
+    assert!(
+        refused.contains("with the engine /usr/lib/policy-host/declaration-engine.wasm: the declaration does not export")
+            && refused.ends_with("exit 1\n"),
+        "{refused}"
+    );
     s.ok(&[
         "systemd-analyze",
         "verify",
