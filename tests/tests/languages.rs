@@ -277,3 +277,31 @@ fn the_sdks_gather_the_contracts_fact_names() {
         assert_eq!(found, wanted, "{file}");
     }
 }
+
+#[e2e_test(requires = "componentize-qjs")]
+fn a_machines_labels_reach_the_declaration_which_leaves_out_what_is_not_for_it() {
+    let fake = FakeSystemctl::example_units();
+    let config = fake.root().join("host.toml");
+    std::fs::write(&config, "[labels]\nrole = \"db\"\n").unwrap();
+    let run = fake
+        .host_run()
+        .policy(example_policy(Language::JavaScript))
+        .args(["--json".as_ref(), "--config".as_ref(), config.as_os_str()])
+        .run();
+    run.assert_exit(0);
+    let report = run.json();
+    assert_eq!(
+        report["left_out"],
+        serde_json::json!([{
+            "resource": "service#httpd",
+            "why": "when role = web (this machine: db)"
+        }]),
+        "{report:#}"
+    );
+    assert!(
+        !fake.calls().iter().any(|call| call.contains("httpd")),
+        "nothing is asked of a unit left out: {:?}",
+        fake.calls()
+    );
+    assert_eq!(fake.active("legacy-ftpd").as_deref(), Some("inactive"));
+}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from policy_host import GATHERED, Context, Facts, SettingsError
+from policy_host import Context, Facts, SettingsError
 
 
 def test_settings_are_given_as_text():
@@ -27,22 +27,6 @@ def test_settings_json_without_settings_says_how_to_give_them():
         Context().settings_json()
     assert "no settings given: run with --settings FILE" in str(error.value)
     assert error.value.line is None
-
-
-def test_gathered_names_are_the_hosts():
-    assert GATHERED == (
-        "hostname",
-        "fqdn",
-        "os.id",
-        "os.version_id",
-        "os.version_codename",
-        "arch",
-        "kernel.release",
-        "cpus",
-        "memory_mib",
-        "systemd.version",
-        "host.version",
-    )
 
 
 def test_the_last_fact_given_wins():

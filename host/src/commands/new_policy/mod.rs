@@ -179,18 +179,32 @@ pub fn create_declaration(
     language: Language,
 ) -> anyhow::Result<(PathBuf, String, Vec<String>)> {
     let existed = check_dir(dir)?;
-    let name = match name {
-        Some(name) => {
-            validate_crate_name(name).map_err(|e| anyhow!("invalid policy name `{name}`: {e}"))?;
-            name.to_string()
-        }
-        None => name_from_dir(dir)?,
-    };
+    let name = project_name(dir, name, "policy")?;
     let files = languages::render(language, &name, &program_name());
+    let dir = write_project(dir, existed, &files)?;
+    Ok((dir, name, files.into_iter().map(|f| f.path).collect()))
+}
+
+/// The name given (checked as cargo checks a crate's: `what` says which
+/// kind of name in the error), or the directory's.
+fn project_name(dir: &Path, name: Option<&str>, what: &str) -> anyhow::Result<String> {
+    match name {
+        Some(name) => {
+            validate_crate_name(name).map_err(|e| anyhow!("invalid {what} name `{name}`: {e}"))?;
+            Ok(name.to_string())
+        }
+        None => name_from_dir(dir),
+    }
+}
+
+/// Writes `files` into `dir` (made first unless it `existed`, empty), and
+/// returns it canonical; on an error, leaves nothing half-made behind:
+/// removes what this call created.
+fn write_project(dir: &Path, existed: bool, files: &[File]) -> anyhow::Result<PathBuf> {
     if !existed {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    if let Err(e) = write_files(dir, &files) {
+    if let Err(e) = write_files(dir, files) {
         if existed {
             remove_contents(dir);
         } else {
@@ -198,8 +212,7 @@ pub fn create_declaration(
         }
         return Err(e);
     }
-    let dir = fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))?;
-    Ok((dir, name, files.into_iter().map(|f| f.path).collect()))
+    fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))
 }
 
 /// The files as listed to the user: each one, except that the vendored
@@ -227,33 +240,13 @@ fn listing_lines(files: &[String]) -> Vec<String> {
 /// host in its `vendor/`.
 pub fn create(dir: &Path, name: Option<&str>, sdk_path: Option<&Path>) -> anyhow::Result<Created> {
     let existed = check_dir(dir)?;
-    let name = match name {
-        Some(name) => {
-            validate_crate_name(name).map_err(|e| anyhow!("invalid crate name `{name}`: {e}"))?;
-            name.to_string()
-        }
-        None => name_from_dir(dir)?,
-    };
+    let name = project_name(dir, name, "crate")?;
     let sdk = match sdk_path {
         Some(path) => Sdk::Path(resolve_sdk_path(path)?),
         None => Sdk::embedded(),
     };
     let files = render(&name, &sdk, &program_name())?;
-
-    if !existed {
-        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    if let Err(e) = write_files(dir, &files) {
-        // Leave nothing half-made behind: remove what this run created (an
-        // existing directory was empty).
-        if existed {
-            remove_contents(dir);
-        } else {
-            let _ = fs::remove_dir_all(dir);
-        }
-        return Err(e);
-    }
-    let dir = fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))?;
+    let dir = write_project(dir, existed, &files)?;
     Ok(Created {
         dir,
         lib_name: name.replace('-', "_"),
