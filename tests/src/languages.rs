@@ -9,6 +9,7 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use crate::build::{host_command, policy_wasm, sign_file, target_dir, workspace_root};
+use crate::outcome::text;
 
 /// A language a policy can be written in besides Rust.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,14 +28,20 @@ impl Language {
     }
 }
 
-/// Where this process builds language policies.
-fn build_dir(language: Language) -> PathBuf {
+/// A directory of this process's own for language policies and what
+/// tests write beside them: `target/e2e-languages/<pid>/<name>`, made.
+pub fn work_dir(name: &str) -> PathBuf {
     let dir = target_dir()
         .join("e2e-languages")
         .join(std::process::id().to_string())
-        .join(language.tag());
-    std::fs::create_dir_all(&dir).expect("create the language build directory");
+        .join(name);
+    std::fs::create_dir_all(&dir).expect("create the language work directory");
     dir
+}
+
+/// Where this process builds the policies of `language`.
+fn build_dir(language: Language) -> PathBuf {
+    work_dir(language.tag())
 }
 
 /// Runs `command`, which must succeed; its output in the panic otherwise.
@@ -46,10 +53,10 @@ pub fn run_ok(command: &mut Command) -> String {
         out.status.success(),
         "{command:?} failed ({}):\n{}\n{}",
         out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        text(&out.stdout),
+        text(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    text(&out.stdout)
 }
 
 /// The declaration component of the example in `language`

@@ -9,9 +9,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use policy_host_e2e::build::{host_command, policy_wasm, target_dir, workspace_root};
+use policy_host_e2e::build::{host_command, policy_wasm, workspace_root};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
-use policy_host_e2e::languages::{compose, example_declaration, example_policy, run_ok, Language};
+use policy_host_e2e::languages::{
+    compose, example_declaration, example_policy, run_ok, work_dir, Language,
+};
 use policy_host_e2e::machine::{machine, mutating_calls, resource, state};
 use policy_host_e2e::outcome::{assert_contains, text};
 use policy_host_e2e::requires::e2e_test;
@@ -90,10 +92,7 @@ fn run_example_with_settings(
     language: Language,
     settings: &str,
 ) -> serde_json::Value {
-    let file = target_dir()
-        .join("e2e-languages")
-        .join(std::process::id().to_string())
-        .join(format!("{}-settings.json", language.tag()));
+    let file = work_dir(language.tag()).join("settings.json");
     std::fs::write(&file, settings).unwrap();
     policy_host_e2e::build::sign_file(&file);
     let run = fake
@@ -141,7 +140,7 @@ fn compose_refused(declaration: &Path) -> String {
         .arg("compose")
         .arg(declaration)
         .arg("-o")
-        .arg(target_dir().join("e2e-languages").join("refused.wasm"))
+        .arg(work_dir("refused").join("refused.wasm"))
         .arg("--engine")
         .arg(policy_wasm("declaration-engine"))
         .output()
@@ -162,10 +161,7 @@ fn compose_refuses_a_declaration_that_asks_the_host_for_anything() {
 
     // A declaration that imports the provider itself, as a hostile author
     // would write it to act behind the engine's back.
-    let dir = target_dir()
-        .join("e2e-languages")
-        .join(std::process::id().to_string())
-        .join("hostile");
+    let dir = work_dir("hostile");
     let deps = dir.join("wit").join("deps");
     std::fs::create_dir_all(&deps).unwrap();
     let root = workspace_root();

@@ -142,7 +142,8 @@ fn execute_declaration(args: &NewPolicyArgs) -> anyhow::Result<i32> {
     let stem = name.replace('-', "_");
     let language = match args.lang {
         Language::Python => "Python",
-        _ => "JavaScript",
+        Language::Js => "JavaScript",
+        Language::Rust => unreachable!("a Rust policy is a crate: execute"),
     };
     println!("created {language} policy `{name}` in {}", dir.display());
     for file in &files {
