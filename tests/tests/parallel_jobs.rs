@@ -529,3 +529,73 @@ fn an_enable_systemd_refuses_fails_in_systemctls_words_and_a_missing_unit_is_nam
     let nosuch = resource(&report, "service#pj-nosuch");
     assert!(errors(nosuch).contains("pj-nosuch"), "{nosuch:#}");
 }
+
+/// A converging run reads each unit's enablement once before its start and
+/// keeps it for the status after the start's job while nothing says a link
+/// moved (issue 46). What moves links meanwhile must still be seen: another
+/// client's disable (here the unit's own `ExecStartPre`, a `systemctl
+/// disable` over systemd's bus), and the links the run's own enable made
+/// for another unit (`Also=`). Were either missed, the run's verification
+/// would report a unit enabled that is disabled, or disabled that is
+/// enabled.
+#[e2e_test(requires = "root, systemd")]
+fn links_moved_during_a_run_are_seen_by_the_status_after_the_job() {
+    let m = machine();
+    let unit = |name: &str, service: &str, install: &str| {
+        (
+            name.to_owned(),
+            format!(
+                "[Unit]\nDescription={name}\n\n[Service]\n{service}ExecStart=/bin/sleep infinity\n\n\
+                 [Install]\nWantedBy=multi-user.target\n{install}"
+            ),
+        )
+    };
+    m.install_units(&[
+        // Started first: the run follows systemd's signals from its job on.
+        unit("pj-first", "", ""),
+        unit(
+            "pj-flip",
+            "ExecStartPre=/bin/systemctl --no-reload disable pj-flip.service\n",
+            "",
+        ),
+        unit("pj-also", "", "Also=pj-partner.service\n"),
+        unit("pj-partner", "", ""),
+    ]);
+    m.sandbox.systemctl_ok(&["enable", "pj-flip"]);
+    assert_eq!(m.sandbox.is_enabled("pj-flip"), "enabled");
+
+    // One run for each: a stranger's signal makes the run forget every
+    // answer, which would hide whether its own enable forgot pj-partner's.
+    let run = m.run(
+        "- service:\n    - pj-first:\n        ensure: running\n    - pj-flip:\n        ensure: running\n        enable: true\n",
+        &["--json", "--settle", "0"],
+    );
+    let report = over_dbus(&run);
+    assert_ne!(run.code, 0, "pj-flip ends disabled: {run:?}");
+    // Enabled when the run read it, disabled by its own start behind the
+    // run's back: the verification after the job sees it, and says so.
+    assert_eq!(m.state("pj-flip"), ("active".into(), "disabled".into()));
+    let flip = resource(&report, "service#pj-flip");
+    assert_eq!(flip["failed"], true, "{flip:#}");
+    assert_eq!(
+        errors(flip),
+        "failed to reach desired state: expected running and enabled, found running and disabled",
+        "{flip:#}"
+    );
+    assert_eq!(flip["final"]["enabled"], false, "{flip:#}");
+    let first = resource(&report, "service#pj-first");
+    assert_eq!(first["final"]["enabled"], false, "{first:#}");
+
+    // pj-partner is disabled when read, and enabled by pj-also's enable
+    // (Also=) before its own verification: reported as it is, enabled.
+    let run = m.run(
+        "- service:\n    - pj-also:\n        ensure: running\n        enable: true\n    - pj-partner:\n        ensure: running\n",
+        &["--json", "--settle", "0"],
+    );
+    let report = over_dbus(&run);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(m.state("pj-partner"), ("active".into(), "enabled".into()));
+    let partner = resource(&report, "service#pj-partner");
+    assert_eq!(actions(partner), ["started"], "{partner:#}");
+    assert_eq!(partner["final"]["enabled"], true, "{partner:#}");
+}

@@ -230,6 +230,10 @@ impl Backend for SystemdBackend {
                 return Ok(applied);
             }
         }
+        if change.is_enablement() {
+            // systemctl's links are not in any answer the run reads.
+            self.bus.forget_enablement();
+        }
         self.cli.change(change, unit.as_str(), time)?;
         Ok(Applied::Done)
     }
@@ -243,6 +247,7 @@ impl Backend for SystemdBackend {
     }
 
     fn daemon_reload(&mut self, time: &Budget) -> Result<(), ProviderError> {
+        self.bus.forget_enablement();
         self.cli.daemon_reload(time)
     }
 

@@ -240,14 +240,22 @@ impl SystemdBus {
     }
 
     /// What a status of `unit` (already mangled) needs, asked at once:
-    /// `is-active`, `is-enabled`, and, with `loaded_too`, what tells
-    /// whether systemd's copy of the unit is older than its files on disk.
+    /// `is-active`, `is-enabled` (unless `enabled_known` is its answer
+    /// already), and, with `loaded_too`, what tells whether systemd's copy
+    /// of the unit is older than its files on disk.
     pub(crate) fn unit_status(
         &self,
         unit: &str,
         loaded_too: bool,
+        enabled_known: Option<CommandOutput>,
         timeout: Duration,
     ) -> Result<UnitAnswers, DbusError> {
+        let enabled = async {
+            match enabled_known {
+                Some(answer) => Ok(answer),
+                None => self.is_enabled_async(unit, timeout).await,
+            }
+        };
         let loaded = async {
             if !loaded_too {
                 return Ok(None);
@@ -264,7 +272,7 @@ impl SystemdBus {
         self.runtime.block_on(async {
             let (active, enabled, loaded, job) = tokio::join!(
                 self.is_active_async(unit, timeout),
-                self.is_enabled_async(unit, timeout),
+                enabled,
                 loaded,
                 self.unit_property::<UnitJob>(unit, UNIT, property::JOB, timeout),
             );

@@ -14,6 +14,11 @@
 //!   not lost;
 //! - a job that did not end `done` is explained with the unit's `Result`, as
 //!   systemctl's "Job for X failed because ..." is ([`crate::provider::job_result`]).
+//!
+//! The same subscription carries the signals that say unit files moved
+//! (`UnitFilesChanged`, `Reloading`), which keep the run's enablement
+//! answers honest ([`super::known_enablement`]): their matches are added
+//! with `JobRemoved`'s, before `Subscribe`.
 
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroUsize;
@@ -25,6 +30,7 @@ use zbus::OwnedObjectPath;
 
 use super::super::words::dbus::{member, JOB, MANAGER, MANAGER_PATH, SYSTEMD};
 use super::dbus::{classify, transport, DbusError, SystemdBus};
+use super::known_enablement::FilesMoved;
 use super::rules;
 use crate::provider::backend::{Change, JobId};
 
@@ -57,6 +63,8 @@ pub(crate) type Ended = (JobId, (Change, JobEnd));
 /// The jobs this run queued over the bus, and the signals that end them.
 pub(crate) struct JobWatch {
     signals: zbus::MessageStream,
+    /// `UnitFilesChanged` and `Reloading`, in that order.
+    files_moved: [(FilesMoved, zbus::MessageStream); 2],
     book: JobBook,
 }
 
@@ -122,19 +130,20 @@ impl JobBook {
 }
 
 impl JobWatch {
-    /// Adds the match for `JobRemoved` and subscribes to systemd's signals.
+    /// Adds the match for `JobRemoved` (and for the signals that say unit
+    /// files moved) and subscribes to systemd's signals.
     pub(crate) fn subscribe(bus: &SystemdBus, timeout: Duration) -> Result<Self, DbusError> {
-        let rule = rules::manager_signal(member::JOB_REMOVED).map_err(transport)?;
-        let queued = NonZeroUsize::new(QUEUED_SIGNALS).expect("not zero");
-        let signals = bus.runtime.block_on(async {
-            tokio::time::timeout(
-                timeout,
-                zbus::MessageStream::for_match_rule(rule, &bus.connection, Some(queued)),
-            )
-            .await
-            .map_err(|_| transport("no answer to AddMatch in time"))?
-            .map_err(classify)
-        })?;
+        let signals = manager_signals(bus, member::JOB_REMOVED, timeout)?;
+        let files_moved = [
+            (
+                FilesMoved::UnitFilesChanged,
+                manager_signals(bus, member::UNIT_FILES_CHANGED, timeout)?,
+            ),
+            (
+                FilesMoved::Reloading,
+                manager_signals(bus, member::RELOADING, timeout)?,
+            ),
+        ];
         bus.call::<_, ()>(
             SYSTEMD,
             MANAGER_PATH,
@@ -145,8 +154,22 @@ impl JobWatch {
         )?;
         Ok(Self {
             signals,
+            files_moved,
             book: JobBook::default(),
         })
+    }
+
+    /// The signals received since the last call that say unit files moved,
+    /// without waiting.
+    pub(crate) fn files_moved(&mut self, bus: &SystemdBus) -> Result<Vec<FilesMoved>, DbusError> {
+        let mut moved = Vec::new();
+        for (kind, stream) in &mut self.files_moved {
+            for message in ready(bus, stream) {
+                message.map_err(classify)?;
+                moved.push(*kind);
+            }
+        }
+        Ok(moved)
     }
 
     /// Queues `change` (a job) for `unit` (mangled), mode `replace`.
@@ -238,21 +261,7 @@ impl JobWatch {
 
     /// Reads every signal already received, without waiting.
     fn read_ready(&mut self, bus: &SystemdBus) -> Result<(), DbusError> {
-        let signals = &mut self.signals;
-        let ready: Vec<zbus::Result<zbus::Message>> = bus.runtime.block_on(async {
-            // Lets the connection's reader move what the socket holds.
-            tokio::task::yield_now().await;
-            let mut ready = Vec::new();
-            std::future::poll_fn(|cx| loop {
-                match Pin::new(&mut *signals).poll_next(cx) {
-                    std::task::Poll::Ready(Some(message)) => ready.push(message),
-                    _ => return std::task::Poll::Ready(()),
-                }
-            })
-            .await;
-            ready
-        });
-        for message in ready {
+        for message in ready(bus, &mut self.signals) {
             self.note(message.map_err(classify)?);
         }
         Ok(())
@@ -269,6 +278,43 @@ impl JobWatch {
         self.book
             .removed(path.as_str().to_owned(), JobEnd { result, unit });
     }
+}
+
+/// A stream of the manager's signal `member`, its match added (and
+/// confirmed by the bus) within `timeout`.
+fn manager_signals(
+    bus: &SystemdBus,
+    member: &'static str,
+    timeout: Duration,
+) -> Result<zbus::MessageStream, DbusError> {
+    let rule = rules::manager_signal(member).map_err(transport)?;
+    let queued = NonZeroUsize::new(QUEUED_SIGNALS).expect("not zero");
+    bus.runtime.block_on(async {
+        tokio::time::timeout(
+            timeout,
+            zbus::MessageStream::for_match_rule(rule, &bus.connection, Some(queued)),
+        )
+        .await
+        .map_err(|_| transport("no answer to AddMatch in time"))?
+        .map_err(classify)
+    })
+}
+
+/// Every message `stream` already received, without waiting.
+fn ready(bus: &SystemdBus, stream: &mut zbus::MessageStream) -> Vec<zbus::Result<zbus::Message>> {
+    bus.runtime.block_on(async {
+        // Lets the connection's reader move what the socket holds.
+        tokio::task::yield_now().await;
+        let mut ready = Vec::new();
+        std::future::poll_fn(|cx| loop {
+            match Pin::new(&mut *stream).poll_next(cx) {
+                std::task::Poll::Ready(Some(message)) => ready.push(message),
+                _ => return std::task::Poll::Ready(()),
+            }
+        })
+        .await;
+        ready
+    })
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //!
 //! `dbus` holds the connection and the one-round-trip status; `jobs` follows
 //! the jobs queued here through `JobRemoved`; `unit_files` enables and
-//! disables; `dropins` finds drop-ins systemd has not loaded; `unit_signals`
+//! disables; `known_enablement` keeps the run's enablement answers while
+//! nothing says a link moved; `dropins` finds drop-ins systemd has not loaded; `unit_signals`
 //! waits on units' `PropertiesChanged` for settle windows; `rules` makes
 //! every match rule. `follow` is not the run's: the watch's own connection,
 //! following managed units' signals between runs.
@@ -19,6 +20,7 @@ pub(crate) mod dbus;
 pub(crate) mod dropins;
 pub(crate) mod follow;
 pub(crate) mod jobs;
+pub(crate) mod known_enablement;
 pub(crate) mod rules;
 pub(crate) mod unit_files;
 pub(crate) mod unit_signals;
@@ -28,6 +30,8 @@ use std::time::{Duration, Instant};
 
 use self::dbus::{DbusError, LoadedFiles, SystemdBus, UnitAnswers};
 use self::jobs::{JobEnd, JobWatch};
+use self::known_enablement::KnownEnablement;
+use self::unit_files::UnitFileChange;
 use self::unit_signals::UnitSignals;
 use crate::contract::ProviderError;
 use crate::provider::backend::{locked, Budget, Change, JobId, JobResult};
@@ -98,6 +102,8 @@ pub(crate) struct Bus {
     jobs: Option<JobWatch>,
     /// Units' `PropertiesChanged`, while a settle window watches them.
     unit_signals: Option<UnitSignals>,
+    /// The enablement statuses read, while nothing says a link moved.
+    enablement: KnownEnablement,
     /// Why systemd is asked with systemctl, when it is.
     note: Option<String>,
 }
@@ -110,6 +116,7 @@ impl Bus {
             connect_pending: true,
             jobs: None,
             unit_signals: None,
+            enablement: KnownEnablement::default(),
             note: None,
         }
     }
@@ -186,20 +193,29 @@ impl Bus {
         self.dbus = None;
         self.jobs = None;
         self.unit_signals = None;
+        self.enablement.forget_all();
         self.note = Some(format!("D-Bus failed during the run: {why}"));
     }
 
     /// A status's answers for `unit` (mangled) in one round trip and, when
-    /// `loaded_too`, whether its files changed since systemd loaded it.
+    /// `loaded_too`, whether its files changed since systemd loaded it. Its
+    /// enablement is the one read earlier in the run while nothing says a
+    /// link moved since ([`known_enablement`]), else asked.
     pub(crate) fn status(
         &mut self,
         unit: &str,
         time: &Budget,
         loaded_too: bool,
     ) -> Result<BusAnswer<(UnitAnswers, Option<bool>)>, ProviderError> {
+        let known = self.known_enablement(unit);
+        let followed = self.jobs.is_some();
+        let asked = known.is_none();
         let answer = self.ask(time, "status", |dbus, _, timeout| {
-            dbus.unit_status(unit, loaded_too, timeout)
+            dbus.unit_status(unit, loaded_too, known, timeout)
         })?;
+        if let (BusAnswer::Answered(answers), true, true) = (&answer, asked, followed) {
+            self.enablement.remember(unit, &answers.is_enabled);
+        }
         Ok(answer.map(|answers| {
             let changed = answers
                 .loaded
@@ -207,6 +223,41 @@ impl Bus {
                 .map(|loaded| files_changed(unit, loaded));
             (answers, changed)
         }))
+    }
+
+    /// `unit`'s enablement as this run read it, while the signals read so
+    /// far say no link moved since; `None` while the run does not follow
+    /// systemd's signals (before its first job), which alone would say so.
+    fn known_enablement(&mut self, unit: &str) -> Option<CommandOutput> {
+        let (Some(dbus), Some(watch)) = (&self.dbus, &mut self.jobs) else {
+            return None;
+        };
+        match watch.files_moved(dbus) {
+            Ok(moved) => {
+                for signal in moved {
+                    self.enablement.signal(signal);
+                }
+            }
+            Err(e) => {
+                tracing::debug!("reading systemd's signals failed ({})", e.describe());
+                self.enablement.forget_all();
+                return None;
+            }
+        }
+        let known = self.enablement.recall(unit).cloned();
+        if known.is_some() {
+            tracing::debug!(
+                unit,
+                "enablement as read earlier in this run: no link moved since"
+            );
+        }
+        known
+    }
+
+    /// Forgets every enablement read: links may have moved in ways no
+    /// answer listed (a daemon-reload, a change made with systemctl).
+    pub(crate) fn forget_enablement(&mut self) {
+        self.enablement.forget_all();
     }
 
     /// What `systemctl is-enabled` would print for `unit` (mangled).
@@ -235,20 +286,29 @@ impl Bus {
     }
 
     /// `EnableUnitFiles`, or `DisableUnitFiles` then, when the unit still
-    /// reads `enabled-runtime`, `DisableUnitFiles` with `runtime`.
+    /// reads `enabled-runtime`, `DisableUnitFiles` with `runtime`. The
+    /// enablement of every unit their links name is forgotten; when a call
+    /// failed, every unit's.
     pub(crate) fn unit_files(
         &mut self,
         change: Change,
         unit: &str,
         time: &Budget,
     ) -> Result<BusAnswer<Result<(), ProviderError>>, ProviderError> {
-        self.ask(time, change.verb(), |dbus, _, timeout| {
+        let followed = self.jobs.is_some();
+        let mut calls = Vec::new();
+        let answer = self.ask(time, change.verb(), |dbus, _, timeout| {
             if change == Change::Enable {
-                enable(dbus, unit, timeout)
+                enable(dbus, unit, timeout, &mut calls)
             } else {
-                disable(dbus, unit, timeout).map(Ok)
+                disable(dbus, unit, timeout, &mut calls).map(Ok)
             }
-        })
+        });
+        self.enablement.own_calls(unit, &calls, followed);
+        if !matches!(answer, Ok(BusAnswer::Answered(_))) {
+            self.enablement.forget_all();
+        }
+        answer
     }
 
     /// Waits, within `time`, for the job at `path` that systemd queued for
@@ -415,13 +475,15 @@ fn subscribed<'a>(
 }
 
 /// `EnableUnitFiles`; when it made no link, right only when the unit's
-/// links were already there.
+/// links were already there. Its changes are added to `calls`.
 fn enable(
     dbus: &SystemdBus,
     unit: &str,
     timeout: Duration,
+    calls: &mut Vec<Vec<UnitFileChange>>,
 ) -> Result<Result<(), ProviderError>, DbusError> {
     let enabled = unit_files::enable(dbus, unit, timeout)?;
+    calls.push(enabled.changes.clone());
     if enabled.linked(unit) || !enabled.carries_install_info {
         return Ok(Ok(()));
     }
@@ -444,14 +506,20 @@ fn enable(
 
 /// `DisableUnitFiles`, then with `runtime` when the unit still reads
 /// `enabled-runtime`. Only that word counts; anything else (the unit gone,
-/// an error) leaves the verification to the guest.
-fn disable(dbus: &SystemdBus, unit: &str, timeout: Duration) -> Result<(), DbusError> {
-    unit_files::disable(dbus, unit, false, timeout)?;
+/// an error) leaves the verification to the guest. Each call's changes
+/// are added to `calls`.
+fn disable(
+    dbus: &SystemdBus,
+    unit: &str,
+    timeout: Duration,
+    calls: &mut Vec<Vec<UnitFileChange>>,
+) -> Result<(), DbusError> {
+    calls.push(unit_files::disable(dbus, unit, false, timeout)?);
     let left = dbus
         .is_enabled(unit, timeout)
         .map(|o| o.stdout.trim().to_owned());
     if left.is_ok_and(|word| word == contract_words::ENABLED_RUNTIME) {
-        unit_files::disable(dbus, unit, true, timeout)?;
+        calls.push(unit_files::disable(dbus, unit, true, timeout)?);
     }
     Ok(())
 }
