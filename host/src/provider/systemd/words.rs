@@ -112,6 +112,16 @@ string_table! {
     }
 }
 
+/// The kinds of change `EnableUnitFiles` and `DisableUnitFiles` answer in
+/// their `changes` array (systemd 252's `install_change_type_to_string`),
+/// those the host reads.
+pub(crate) mod install_change {
+    /// A link was made.
+    pub(crate) const SYMLINK: &str = "symlink";
+    /// A link was removed.
+    pub(crate) const UNLINK: &str = "unlink";
+}
+
 /// The properties the host reads of a unit, by systemd's names (the same
 /// over D-Bus and in `systemctl show`).
 pub(crate) mod property {

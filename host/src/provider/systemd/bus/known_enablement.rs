@@ -48,11 +48,9 @@ pub(crate) struct KnownEnablement {
 }
 
 /// Whether systemd signals `UnitFilesChanged` for a call that answered
-/// `changes` (systemd 252's `install_changes_have_modification`).
+/// `changes`: when one of them made or removed a link.
 fn signalled(changes: &[UnitFileChange]) -> bool {
-    changes
-        .iter()
-        .any(|c| c.kind == "symlink" || c.kind == "unlink")
+    changes.iter().any(UnitFileChange::moved_a_link)
 }
 
 /// The last component of a path: a link's or a unit file's name.

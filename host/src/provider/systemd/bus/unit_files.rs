@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use super::super::words::dbus::{member, MANAGER, MANAGER_PATH, SYSTEMD};
+use super::super::words::install_change;
 use super::dbus::{DbusError, SystemdBus};
 
 /// One entry of systemd's `changes` array.
@@ -20,6 +21,15 @@ pub(crate) struct UnitFileChange {
     pub path: String,
     /// Where a new link points.
     pub destination: String,
+}
+
+impl UnitFileChange {
+    /// Whether it made or removed a link (systemd 252 signals
+    /// `UnitFilesChanged` for a call with such a change:
+    /// `install_changes_have_modification`).
+    pub(crate) fn moved_a_link(&self) -> bool {
+        self.kind == install_change::SYMLINK || self.kind == install_change::UNLINK
+    }
 }
 
 impl std::fmt::Display for UnitFileChange {
@@ -48,7 +58,7 @@ impl Enabled {
         let names = |path: &str| path.rsplit('/').next() == Some(unit);
         self.changes
             .iter()
-            .any(|c| c.kind == "symlink" && (names(&c.path) || names(&c.destination)))
+            .any(|c| c.kind == install_change::SYMLINK && (names(&c.path) || names(&c.destination)))
     }
 }
 
