@@ -101,6 +101,11 @@ pub(crate) struct SystemdBus {
     pub(super) connection: zbus::Connection,
 }
 
+/// How many signals a stream of the run's may hold unread: far more than a
+/// run's jobs and units send, so the connection never stalls on a full
+/// queue.
+const QUEUED_SIGNALS: usize = 1 << 16;
+
 pub(super) fn transport(error: impl std::fmt::Display) -> DbusError {
     DbusError::Transport(error.to_string())
 }
@@ -163,6 +168,25 @@ impl SystemdBus {
             return Err(format!("systemd ({SYSTEMD}) is not on the system bus"));
         }
         Ok(status)
+    }
+
+    /// The signals `rule` matches from now on: its match added, and
+    /// confirmed by the bus, within `timeout`.
+    pub(super) fn signals(
+        &self,
+        rule: zbus::MatchRule<'static>,
+        timeout: Duration,
+    ) -> Result<zbus::MessageStream, DbusError> {
+        let queued = std::num::NonZeroUsize::new(QUEUED_SIGNALS).expect("not zero");
+        self.runtime.block_on(async {
+            tokio::time::timeout(
+                timeout,
+                zbus::MessageStream::for_match_rule(rule, &self.connection, Some(queued)),
+            )
+            .await
+            .map_err(|_| transport("no answer to AddMatch in time"))?
+            .map_err(classify)
+        })
     }
 
     /// Calls `method` and reads its reply, within `timeout`.

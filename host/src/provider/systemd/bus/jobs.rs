@@ -21,7 +21,6 @@
 //! with `JobRemoved`'s, before `Subscribe`.
 
 use std::collections::{HashMap, VecDeque};
-use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
@@ -34,9 +33,6 @@ use super::known_enablement::FilesMoved;
 use super::rules;
 use crate::provider::backend::{Change, JobId};
 
-/// How many `JobRemoved` signals may wait to be read; far more than a run
-/// queues, so the bus connection never stalls on a full queue.
-const QUEUED_SIGNALS: usize = 1 << 16;
 /// How many ends of jobs not (yet) known are kept.
 const KEPT_UNKNOWN_ENDS: usize = 4096;
 
@@ -287,17 +283,7 @@ fn manager_signals(
     member: &'static str,
     timeout: Duration,
 ) -> Result<zbus::MessageStream, DbusError> {
-    let rule = rules::manager_signal(member).map_err(transport)?;
-    let queued = NonZeroUsize::new(QUEUED_SIGNALS).expect("not zero");
-    bus.runtime.block_on(async {
-        tokio::time::timeout(
-            timeout,
-            zbus::MessageStream::for_match_rule(rule, &bus.connection, Some(queued)),
-        )
-        .await
-        .map_err(|_| transport("no answer to AddMatch in time"))?
-        .map_err(classify)
-    })
+    bus.signals(rules::manager_signal(member).map_err(transport)?, timeout)
 }
 
 /// Every message `stream` already received, without waiting.

@@ -8,7 +8,6 @@
 //! One match for every unit's path (`path_namespace`), open while a window
 //! is: the signals of other units are read and dropped.
 
-use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::time::Instant;
 
@@ -16,11 +15,6 @@ use futures_core::Stream;
 
 use super::dbus::{classify, transport, DbusError, SystemdBus};
 use super::rules::{self, UnitPaths};
-
-/// How many signals may wait to be read: far more than a run's units
-/// send while a window is open, so the connection never stalls on a full
-/// queue (the watch is dropped when no window is open).
-const QUEUED_SIGNALS: usize = 1 << 16;
 
 /// The `PropertiesChanged` signals of systemd's units.
 pub(crate) struct UnitSignals {
@@ -31,16 +25,7 @@ impl UnitSignals {
     /// Adds the match (systemd must already send signals to this client).
     pub(crate) fn open(bus: &SystemdBus, timeout: std::time::Duration) -> Result<Self, DbusError> {
         let rule = rules::unit_properties(UnitPaths::All).map_err(transport)?;
-        let queued = NonZeroUsize::new(QUEUED_SIGNALS).expect("not zero");
-        let signals = bus.runtime.block_on(async {
-            tokio::time::timeout(
-                timeout,
-                zbus::MessageStream::for_match_rule(rule, &bus.connection, Some(queued)),
-            )
-            .await
-            .map_err(|_| transport("no answer to AddMatch in time"))?
-            .map_err(classify)
-        })?;
+        let signals = bus.signals(rule, timeout)?;
         Ok(Self { signals })
     }
 
