@@ -90,6 +90,32 @@ fn a_watch_repairs_drift_by_itself_and_ignores_units_it_does_not_manage() {
         journal(&m)
     );
     assert_eq!(m.sandbox.is_enabled("wa-web"), "enabled");
+    // Its link removed by hand: no `UnitFilesChanged`, and the watch asks
+    // systemd nothing at the reload that follows; the reload's run (every
+    // policy with units) reads wa-web and enables it again.
+    wait_quiet(&m);
+    let enabled_lines = || {
+        journal(&m)
+            .lines()
+            .filter(|l| l.contains("service#wa-web: enabled"))
+            .count()
+    };
+    let enabled_before = enabled_lines();
+    let out = m.sandbox.exec(&[
+        "rm",
+        "/etc/systemd/system/multi-user.target.wants/wa-web.service",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(m.sandbox.is_enabled("wa-web"), "disabled");
+    m.sandbox.systemctl_ok(&["daemon-reload"]);
+    assert!(
+        eventually(Duration::from_secs(10), || enabled_lines() > enabled_before
+            && said_with(&m, "service#wa-web: enabled")
+                .is_some_and(|line| line.contains("systemd reloaded"))),
+        "wa-web was not enabled again after its link was removed and systemd reloaded:\n{}",
+        journal(&m)
+    );
+    assert_eq!(m.sandbox.is_enabled("wa-web"), "enabled");
     assert!(
         journal(&m).contains("service#wa-db: started; cause: start"),
         "{}",

@@ -179,9 +179,9 @@ impl Targets {
                 Some(self.units.get(unit).cloned().unwrap_or_default()),
                 format!("{unit} changed"),
             ),
-            // A reload that moved no unit file state (the bus watcher says
-            // those as `Unit` wakes): the files systemd read may still
-            // differ, for every policy with units.
+            // A reload: the files systemd read may differ, for every policy
+            // with units (the bus watcher asks nothing then, see
+            // `BusEvent::Reloaded`).
             Wake::Reloaded => (
                 Some(self.units.values().flatten().cloned().collect()),
                 "systemd reloaded".to_owned(),

@@ -7,9 +7,10 @@
 //! path, so that the units no policy manages cost nothing here (mgmt's
 //! polling of `ListUnits` every second is what this avoids).
 //!
-//! On `UnitFilesChanged` and after a reload, the unit file state of each
-//! managed unit is read (one question each, only then) and compared with
-//! the last one seen: only the units whose state moved wake their policies.
+//! On `UnitFilesChanged` the unit file state of the managed units is read
+//! (one question, only then) and compared with the last one seen: only the
+//! units whose state moved wake their policies. The end of a reload wakes
+//! every policy that manages units, without a question (see [`BusEvent`]).
 //!
 //! A lost connection is made again, and systemd coming back on the bus
 //! (`daemon-reexec`) is subscribed to again; both are a wake for
@@ -55,8 +56,8 @@ pub(crate) enum BusEvent {
     /// A followed unit's `ActiveState` or `SubState` moved, or its unit
     /// file state did (systemd's name of the unit).
     Unit(String),
-    /// systemd finished reloading its unit files (`Reloading(false)`), and
-    /// no followed unit's file state moved.
+    /// systemd finished reloading its unit files (`Reloading(false)`): any
+    /// followed unit may read differently now.
     Reloaded,
     /// Something may have been missed: the bus came back, or systemd did.
     Missed(&'static str),
@@ -446,14 +447,15 @@ impl Following {
             (PROPERTIES, member::PROPERTIES_CHANGED) => self.unit_moved(&path, message),
             (MANAGER, member::UNIT_FILES_CHANGED) => self.file_states_moved().await,
             (MANAGER, member::RELOADING) => match message.body().deserialize::<bool>() {
-                // The reload's end: the files systemd reads may differ.
-                Ok(false) => {
-                    let mut wakes = self.file_states_moved().await;
-                    if wakes.is_empty() {
-                        wakes.push(BusEvent::Reloaded);
-                    }
-                    wakes
-                }
+                // The reload's end: the files systemd reads may differ, for
+                // any followed unit. Its policies run and read every unit
+                // afresh, so no unit file state is asked here: that list
+                // (tens of ms of systemd's time with 50 units) would come
+                // just as the run's first statuses do, and delay them. The
+                // states last seen are left as they are: one that moved
+                // unseen shows at the next `UnitFilesChanged`, as a wake
+                // of its policies that finds nothing more to do.
+                Ok(false) => vec![BusEvent::Reloaded],
                 _ => Vec::new(),
             },
             (BUS, member::NAME_OWNER_CHANGED) => self.owner_changed(message).await,
