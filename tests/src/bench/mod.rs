@@ -97,6 +97,9 @@ usage: cargo run --release -p policy-host-e2e --features bench --bin bench -- [O
                    100 and 2,000 repairs; the crash-loop backoff on a simulated clock. With
                    --quick: 20 trials (5 upgrades) instead of 100 (20), 60 s idle instead of
                    10 min, memory after 100 and 500 repairs
+  --repairs        with --watch: only the repair latencies of a stop, a disable, and two stops
+                   0.5 s apart, each beside its floor (no memory, file, package, idle or
+                   transient figures)
   --profile        measure only where a converging run's time goes (issue 46): at N = 10, 100,
                    300 (--quick: 10, 100), 3 runs (--reps R: R) of the host with --settle 0, each
                    report summed per operation and lined up with systemd's timestamps of the
@@ -113,6 +116,8 @@ struct Options {
     markdown: Option<PathBuf>,
     strace: bool,
     watch: bool,
+    /// `--repairs`: of the watch, only the repairs against their floors.
+    repairs: bool,
     profile: bool,
 }
 
@@ -125,6 +130,7 @@ impl Options {
             markdown: None,
             strace: false,
             watch: false,
+            repairs: false,
             profile: false,
         };
         let mut args = args.iter();
@@ -134,6 +140,7 @@ impl Options {
                 "--no-tools" => options.tools = Some(false),
                 "--strace" => options.strace = true,
                 "--watch" => options.watch = true,
+                "--repairs" => options.repairs = true,
                 "--profile" => options.profile = true,
                 "--tools" => options.tools = Some(true),
                 "--reps" => {
@@ -152,6 +159,10 @@ impl Options {
                 other => bail!("unknown argument {other:?}\n{USAGE}"),
             }
         }
+        ensure!(
+            !options.repairs || options.watch,
+            "--repairs is a part of --watch: give both"
+        );
         Ok(options)
     }
 }
@@ -200,6 +211,8 @@ impl Reps {
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     pub quick: bool,
+    /// `--watch --repairs`.
+    pub watch_repairs_only: bool,
     pub sizes: Vec<usize>,
     noop: Reps,
     converge: Reps,
@@ -226,6 +239,7 @@ impl Plan {
         let mut plan = if options.quick {
             Plan {
                 quick: true,
+                watch_repairs_only: options.repairs,
                 sizes: vec![10, REFERENCE_N],
                 noop: Reps::new(3, 5, 60),
                 converge: Reps::new(2, 3, 60),
@@ -243,6 +257,7 @@ impl Plan {
         } else {
             Plan {
                 quick: false,
+                watch_repairs_only: options.repairs,
                 sizes: SCALE_SIZES_FULL.to_vec(),
                 noop: Reps::new(7, 15, 120),
                 converge: Reps::new(5, 11, 120),

@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 
 use super::stats::percentile;
 use super::*;
-use inside::{Floor, FloorTime, Inside, Repair, Trial, Until, Writes, Written};
+use inside::{Apart, Floor, FloorTime, Inside, Repair, Trial, Until, Writes, Written};
 
 /// How many services the watch manages: `bw-001` ... `bw-050`.
 const UNITS: usize = 50;
@@ -53,6 +53,9 @@ const TRANSIENT_UNITS: usize = 1000;
 /// How soon a crash-looping unit is started again in the simulation.
 const REACTION: Duration = Duration::from_millis(100);
 const HOUR: Duration = Duration::from_secs(3600);
+/// How far apart the two stops of [`Session::apart`] come (issue 46's
+/// measurement of a repair behind another's settle window).
+const APART: Duration = Duration::from_millis(500);
 
 /// `bench __watch JSON`, inside the sandbox.
 pub(super) fn inside_main(spec: &str) -> ExitCode {
@@ -68,6 +71,9 @@ pub(super) fn render(results: &WatchResults) -> String {
 #[derive(Debug, Clone)]
 pub(super) struct WatchPlan {
     pub quick: bool,
+    /// `--repairs`: only the stop, the disable and the stops apart, each
+    /// beside its floor.
+    pub repairs_only: bool,
     /// Trials of each drift but the upgrades.
     pub trials: usize,
     /// Upgrades: each builds a package and runs dpkg.
@@ -78,12 +84,13 @@ pub(super) struct WatchPlan {
 }
 
 impl WatchPlan {
-    fn new(quick: bool) -> WatchPlan {
+    fn new(quick: bool, repairs_only: bool) -> WatchPlan {
         if quick {
             // At most 2 starts of each of 48 units a minute: 500 repairs
             // take 5 minutes, 2,000 take 21.
             WatchPlan {
                 quick,
+                repairs_only,
                 trials: 20,
                 upgrades: 5,
                 idle: Duration::from_secs(60),
@@ -92,6 +99,7 @@ impl WatchPlan {
         } else {
             WatchPlan {
                 quick,
+                repairs_only,
                 trials: 100,
                 upgrades: 20,
                 idle: Duration::from_secs(600),
@@ -221,9 +229,10 @@ pub(super) struct WatchResults {
     pub machine: Machine,
     pub plan: WatchPlan,
     pub latency: Vec<Latency>,
-    pub idle: Idle,
-    pub transient: Transient,
-    pub memory: Memory,
+    /// `None` with `--repairs` (not measured).
+    pub idle: Option<Idle>,
+    pub transient: Option<Transient>,
+    pub memory: Option<Memory>,
     /// The simulated crash loop's start times, from the first.
     pub crash_loop: Vec<Duration>,
     pub load_at_end: String,
@@ -372,9 +381,10 @@ fn crash_loop() -> Vec<Duration> {
 /// What the watch in the sandbox showed.
 struct Measured {
     latency: Vec<Latency>,
-    idle: Idle,
-    transient: Transient,
-    memory: Memory,
+    /// `None` with `--repairs` (not measured).
+    idle: Option<Idle>,
+    transient: Option<Transient>,
+    memory: Option<Memory>,
 }
 
 /// Says how long a phase took (what a full run's length is estimated from).
@@ -396,7 +406,7 @@ struct Session<'a> {
 impl Bench {
     /// `--watch`: every watch figure, in one sandbox.
     pub(super) fn watch(&self, machine: Machine) -> anyhow::Result<WatchResults> {
-        let plan = WatchPlan::new(self.plan.quick);
+        let plan = WatchPlan::new(self.plan.quick, self.plan.watch_repairs_only);
         step(&format!("Watch mode: {UNITS} managed units"));
         let settings = self.watch_setup()?;
         let mut session = Session::start(self, plan.clone(), &settings)?;
@@ -651,6 +661,20 @@ impl<'a> Session<'a> {
     }
 
     fn measure_all(&mut self) -> anyhow::Result<Measured> {
+        if self.plan.repairs_only {
+            let mut latency = Vec::new();
+            for measure in [Self::disables, Self::stops, Self::apart] {
+                let phase = Instant::now();
+                latency.push(measure(self)?);
+                took(phase);
+            }
+            return Ok(Measured {
+                latency,
+                idle: None,
+                transient: None,
+                memory: None,
+            });
+        }
         // Memory first, so that its repair counts are the watch's only ones.
         let phase = Instant::now();
         let memory = self.memory()?;
@@ -659,7 +683,13 @@ impl<'a> Session<'a> {
         }
         took(phase);
         let mut latency = Vec::new();
-        for measure in [Self::disables, Self::stops, Self::edits, Self::upgrades] {
+        for measure in [
+            Self::disables,
+            Self::stops,
+            Self::apart,
+            Self::edits,
+            Self::upgrades,
+        ] {
             let phase = Instant::now();
             latency.push(measure(self)?);
             took(phase);
@@ -672,9 +702,9 @@ impl<'a> Session<'a> {
         took(phase);
         Ok(Measured {
             latency,
-            idle,
-            transient,
-            memory,
+            idle: Some(idle),
+            transient: Some(transient),
+            memory: Some(memory),
         })
     }
 
@@ -847,6 +877,60 @@ impl<'a> Session<'a> {
         Ok(latency)
     }
 
+    /// Two units stopped 0.5 s apart (issue 46): the second drift comes
+    /// while the first's repair waits its settle window; timed as a lone
+    /// stop, by systemd's timestamps of the second unit.
+    fn apart(&mut self) -> anyhow::Result<Latency> {
+        step(&format!(
+            "Repair latency: two systemctl stops {} ms apart",
+            APART.as_millis()
+        ));
+        let units = drift_units();
+        let mut latency = Latency {
+            drift: format!(
+                "two `systemctl stop`s {:.1} s apart (the second)",
+                APART.as_secs_f64()
+            ),
+            measured: format!(
+                "one unit stopped, another {} ms later; the second's \
+                 `InactiveEnterTimestampMonotonic` at its stop to `ActiveEnterTimestampMonotonic` \
+                 after the repair (the first's repair is under way then: its start's settle \
+                 window, 1 s, is open)",
+                APART.as_millis()
+            ),
+            floor_measured: format!(
+                "`systemctl stop {FLOOR_UNIT} && systemctl start {FLOOR_UNIT}`, as for a lone stop"
+            ),
+            ..Latency::default()
+        };
+        for k in 0..self.plan.trials {
+            let first = units[(2 * k) % units.len()].clone();
+            let second = units[(2 * k + 1) % units.len()].clone();
+            let batch = [first.clone(), second.clone()];
+            self.starts.pace(&batch);
+            let repair: Repair = self.bench.inside(&Inside::Apart(Apart {
+                first,
+                second,
+                gap_ms: APART.as_millis() as u64,
+                report: REPORT.into(),
+                quiet_ms: QUIET.as_millis() as u64,
+                timeout_ms: REPAIR_TIMEOUT.as_millis() as u64,
+            }))?;
+            self.starts.record(&batch);
+            let us = match (repair.inactive_enter_us, repair.active_enter_us) {
+                (Some(down), Some(up)) if up > down && repair.settled => Some(up - down),
+                _ => None,
+            };
+            latency.add(us);
+            let floor: FloorTime = self
+                .bench
+                .inside(&Inside::Floor(Floor::Stop(FLOOR_UNIT.into())))?;
+            latency.add_floor(floor.us);
+        }
+        latency.say();
+        Ok(latency)
+    }
+
     /// `sed -i` of a subscribed file: until systemd says its subscriber
     /// entered `active` again.
     fn edits(&mut self) -> anyhow::Result<Latency> {
@@ -891,8 +975,8 @@ impl<'a> Session<'a> {
                 subscribers.len(),
                 package(2),
                 self.plan.upgrades,
-                WatchPlan::new(false).upgrades,
-                WatchPlan::new(true).upgrades
+                WatchPlan::new(false, false).upgrades,
+                WatchPlan::new(true, false).upgrades
             ),
             restarts: Some(Restarts::default()),
             ..Latency::default()

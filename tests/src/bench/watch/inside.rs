@@ -24,8 +24,23 @@ use super::super::agent::monotonic_us;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) enum Inside {
     Trial(Trial),
+    Apart(Apart),
     Writes(Writes),
     Floor(Floor),
+}
+
+/// Two units stopped `gap_ms` apart (issue 46): the second drift comes
+/// while the repair of the first is under way (its settle window open), and
+/// is timed as a lone stop is, by systemd's own timestamps of the second.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Apart {
+    pub first: String,
+    pub second: String,
+    pub gap_ms: u64,
+    /// As [`Trial`]'s.
+    pub report: String,
+    pub quiet_ms: u64,
+    pub timeout_ms: u64,
 }
 
 /// The floor of a repair (issue 46): the drift and its undoing typed at
@@ -119,6 +134,7 @@ pub(super) struct Written {
 pub(super) fn main(spec: &str) -> ExitCode {
     let answer = match serde_json::from_str::<Inside>(spec) {
         Ok(Inside::Trial(trial)) => self::trial(&trial).map(|r| json(&r)),
+        Ok(Inside::Apart(apart)) => self::apart(&apart).map(|r| json(&r)),
         Ok(Inside::Writes(writes)) => self::writes(&writes).map(|w| json(&w)),
         Ok(Inside::Floor(floor)) => self::floor(&floor).map(|f| json(&f)),
         Err(e) => Err(format!("bad spec: {e}")),
@@ -166,6 +182,39 @@ fn trial(t: &Trial) -> Result<Repair, String> {
         ),
         None => false,
     };
+    Ok(Repair {
+        drifted_us,
+        seen_after_us,
+        inactive_enter_us: shown.inactive_enter_us,
+        active_enter_us: shown.active_enter_us,
+        settled,
+    })
+}
+
+/// Stops `first`, then `second` `gap_ms` later; the repair is the
+/// second's (systemd's timestamps of `second`).
+fn apart(a: &Apart) -> Result<Repair, String> {
+    let timeout = Duration::from_millis(a.timeout_ms);
+    let stop = |unit: &str| run(&["systemctl", "stop", "--", unit].map(String::from));
+    stop(&a.first)?;
+    thread::sleep(Duration::from_millis(a.gap_ms));
+    stop(&a.second)?;
+    let drifted_us = monotonic_us();
+    let drifted = Instant::now();
+    let both = Until::Active(vec![a.second.clone(), a.first.clone()]);
+    let repaired_at = wait_for(&both, drifted_us, drifted + timeout);
+    let seen_after_us = repaired_at
+        .as_ref()
+        .map(|_| drifted.elapsed().as_micros() as u64);
+    let shown = show(&a.second)?;
+    let settled = repaired_at.is_some_and(|at| {
+        settle(
+            Path::new(&a.report),
+            at,
+            Duration::from_millis(a.quiet_ms),
+            Instant::now() + timeout,
+        )
+    });
     Ok(Repair {
         drifted_us,
         seen_after_us,
