@@ -863,18 +863,25 @@ impl<'a> Session<'a> {
             let drift = ["systemctl", "stop", "--", &unit].map(String::from);
             let repair = self.trial(drift.to_vec(), Until::Active(batch.to_vec()))?;
             self.starts.record(&batch);
-            let us = match (repair.inactive_enter_us, repair.active_enter_us) {
-                (Some(down), Some(up)) if up > down && repair.settled => Some(up - down),
-                _ => None,
-            };
-            latency.add(us);
-            let floor: FloorTime = self
-                .bench
-                .inside(&Inside::Floor(Floor::Stop(FLOOR_UNIT.into())))?;
-            latency.add_floor(floor.us);
+            self.add_stop(&mut latency, &repair)?;
         }
         latency.say();
         Ok(latency)
+    }
+
+    /// A stop's repair, by systemd's timestamps of the unit, then a floor
+    /// trial of a stop (`bw-floor` stopped and started by hand).
+    fn add_stop(&self, latency: &mut Latency, repair: &Repair) -> anyhow::Result<()> {
+        let us = match (repair.inactive_enter_us, repair.active_enter_us) {
+            (Some(down), Some(up)) if up > down && repair.settled => Some(up - down),
+            _ => None,
+        };
+        latency.add(us);
+        let floor: FloorTime = self
+            .bench
+            .inside(&Inside::Floor(Floor::Stop(FLOOR_UNIT.into())))?;
+        latency.add_floor(floor.us);
+        Ok(())
     }
 
     /// Two units stopped 0.5 s apart (issue 46): the second drift comes
@@ -917,15 +924,7 @@ impl<'a> Session<'a> {
                 timeout_ms: REPAIR_TIMEOUT.as_millis() as u64,
             }))?;
             self.starts.record(&batch);
-            let us = match (repair.inactive_enter_us, repair.active_enter_us) {
-                (Some(down), Some(up)) if up > down && repair.settled => Some(up - down),
-                _ => None,
-            };
-            latency.add(us);
-            let floor: FloorTime = self
-                .bench
-                .inside(&Inside::Floor(Floor::Stop(FLOOR_UNIT.into())))?;
-            latency.add_floor(floor.us);
+            self.add_stop(&mut latency, &repair)?;
         }
         latency.say();
         Ok(latency)

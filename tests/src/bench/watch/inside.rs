@@ -192,35 +192,17 @@ fn trial(t: &Trial) -> Result<Repair, String> {
 }
 
 /// Stops `first`, then `second` `gap_ms` later; the repair is the
-/// second's (systemd's timestamps of `second`).
+/// second's (systemd's timestamps of `second`), awaited with the first's.
 fn apart(a: &Apart) -> Result<Repair, String> {
-    let timeout = Duration::from_millis(a.timeout_ms);
-    let stop = |unit: &str| run(&["systemctl", "stop", "--", unit].map(String::from));
-    stop(&a.first)?;
+    let stop = |unit: &str| ["systemctl", "stop", "--", unit].map(String::from).to_vec();
+    run(&stop(&a.first))?;
     thread::sleep(Duration::from_millis(a.gap_ms));
-    stop(&a.second)?;
-    let drifted_us = monotonic_us();
-    let drifted = Instant::now();
-    let both = Until::Active(vec![a.second.clone(), a.first.clone()]);
-    let repaired_at = wait_for(&both, drifted_us, drifted + timeout);
-    let seen_after_us = repaired_at
-        .as_ref()
-        .map(|_| drifted.elapsed().as_micros() as u64);
-    let shown = show(&a.second)?;
-    let settled = repaired_at.is_some_and(|at| {
-        settle(
-            Path::new(&a.report),
-            at,
-            Duration::from_millis(a.quiet_ms),
-            Instant::now() + timeout,
-        )
-    });
-    Ok(Repair {
-        drifted_us,
-        seen_after_us,
-        inactive_enter_us: shown.inactive_enter_us,
-        active_enter_us: shown.active_enter_us,
-        settled,
+    trial(&Trial {
+        drift: stop(&a.second),
+        until: Until::Active(vec![a.second.clone(), a.first.clone()]),
+        report: a.report.clone(),
+        quiet_ms: a.quiet_ms,
+        timeout_ms: a.timeout_ms,
     })
 }
 
