@@ -9,8 +9,8 @@
 //! disables; `known_enablement` keeps the run's enablement answers while
 //! nothing says a link moved; `dropins` finds drop-ins systemd has not
 //! loaded; `unit_signals` waits on units' `PropertiesChanged` for settle
-//! windows; `rules` makes every match rule. `follow` is not the run's: the watch's own connection,
-//! following managed units' signals between runs.
+//! windows; `rules` makes every match rule. `follow` is not the run's: the
+//! watch's own connection, following managed units' signals between runs.
 //!
 //! Everything here runs on the process's one tokio runtime
 //! ([`crate::io_runtime`]): the run's questions block on it, the follower
