@@ -105,12 +105,21 @@ inside() {
   if [ -n "$SHARE" ]; then mkdir -p "$R$SHARE"; mount --bind -o ro "$SHARE" "$R$SHARE"; fi
   # /proc is still the real one here, so this is our PID as the machine sees it. Nothing may
   # write to the real /run before pivot_root (hence LIBMOUNT_UTAB=$DIR/utab).
+  # The machine's own timers stay masked: the sandbox is a machine for the tests' units, and
+  # Debian's prometheus-node-exporter-apt.timer alone runs a 2 s Python collector at each boot
+  # (a sixth of the e2e suite's CPU). Read from the real /etc, so a unit a test enables on a
+  # kept disk is never among them.
+  local masks="" t
+  for t in /etc/systemd/system/timers.target.wants/*.timer; do
+    [ -e "$t" ] || [ -L "$t" ] || continue
+    masks+=" systemd.mask=${t##*/}"
+  done
   read -r hp _ </proc/self/stat; exec 3>"$DIR/pid"
   cd "$R"; mkdir .oldroot; pivot_root . .oldroot; umount -l /.oldroot; rmdir /.oldroot
   echo "$hp" >&3; exec 3>&-                # publish the PID only once pivoted
   # shellcheck disable=SC2086 # ARGS is a list of systemd arguments
   exec env -i container=sdbox setpriv --bounding-set "$DROP" \
-    /lib/systemd/systemd --system systemd.mask=console-getty.service $ARGS
+    /lib/systemd/systemd --system systemd.mask=console-getty.service $masks $ARGS
 }
 
 start() {
