@@ -316,7 +316,7 @@ impl Sandbox {
     /// share and returns its path, which is the same inside the sandbox (the
     /// share is read-only from inside, so files for it are written from here).
     /// The directory goes away with the sandbox.
-    pub fn share_file(&self, name: &str, contents: &str) -> PathBuf {
+    pub fn share_file(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
         let path = self.scratch.join(name);
         fs::write(&path, contents).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
         path

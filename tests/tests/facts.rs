@@ -34,7 +34,7 @@ const FLEET: &str = "\
 /// host.toml with `labels` (TOML lines under `[labels]`), shared into the
 /// sandbox.
 fn host_toml(m: &Machine, name: &str, labels: &str) -> PathBuf {
-    m.sandbox.share_file(name, &format!("[labels]\n{labels}"))
+    m.sandbox.share_file(name, format!("[labels]\n{labels}"))
 }
 
 /// `sh -c SCRIPT` in the sandbox: its stdout, trimmed.

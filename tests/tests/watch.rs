@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use policy_host_e2e::build::sign_file;
 use policy_host_e2e::machine::{machine, Machine};
 use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::sandbox::sleep_service;
@@ -216,10 +217,12 @@ fn a_subscribed_file_replaced_by_rename_restarts_once_and_an_unsigned_document_i
     start_watch_of(&m, &policy, &["--watch-path", "/etc/wb"]);
     let pid = m.sandbox.main_pid("wb-web");
 
-    // sed -i replaces the file by rename: one restart.
+    // sed -i replaces the file by rename: one restart, by a run that took
+    // the policy's component as the watch's first run built it.
     let out = m.sandbox.exec(&["sed", "-i", "s/2/4/", "/etc/wb/app.conf"]);
     assert!(out.status.success());
     assert_restarted_once(&m, "wb-web", pid, "sed -i");
+    assert_eq!(compile_cache(&m), "kept", "{:#}", last_report(&m));
 
     // The settings replaced by a document nobody signed: refused, said,
     // and the unit is left alone, even when it stops.
@@ -295,6 +298,40 @@ fn a_subscribed_file_replaced_by_rename_restarts_once_and_an_unsigned_document_i
         "the signed policy back did not repair wb-web:\n{}",
         journal(&m)
     );
+
+    // A policy replaced by other signed bytes (the same code with one more
+    // custom section) runs as compiled from its own bytes: the component
+    // kept for the earlier ones is not taken for it.
+    let mut bytes = std::fs::read(&m.policy).unwrap();
+    bytes.extend_from_slice(b"\x00\x05\x04kept");
+    let other = m.sandbox.share_file(&name, bytes);
+    sign_file(&other);
+    let stamp = report_stamp(&m);
+    let out = m.sandbox.exec(&[
+        "sh",
+        "-c",
+        r#"cp "$1.minisig" "$2.minisig.new" && cp "$1" "$2.new" && mv "$2.minisig.new" "$2.minisig" && mv "$2.new" "$2""#,
+        "sh",
+        other.to_str().unwrap(),
+        &policy,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || report_stamp(&m) != stamp
+            && compile_cache(&m) != "kept"),
+        "no run of the other policy compiled it:\n{:#}\n{}",
+        last_report(&m),
+        journal(&m)
+    );
+    assert_eq!(compile_cache(&m), "miss", "{:#}", last_report(&m));
+}
+
+/// How the last run obtained the policy's code (the machine's report).
+fn compile_cache(m: &Machine) -> String {
+    last_report(m)["policies"][0]["compile_cache"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// How many times the crash-looping unit's process ran.

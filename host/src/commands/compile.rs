@@ -110,7 +110,7 @@ fn compile(
             bytes.len(),
             millis(started.elapsed())
         ),
-        // `open` succeeded, so the cache is in use.
-        CacheOutcome::Disabled => format!("compiled, not cached: {what}"),
+        // `open` succeeded, so the cache is in use; and `load` keeps nothing.
+        CacheOutcome::Disabled | CacheOutcome::Kept => format!("compiled, not cached: {what}"),
     })
 }

@@ -258,7 +258,8 @@ pub struct PolicyState {
     pub verified: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_id: Option<String>,
-    /// How its code was obtained: `hit`, `miss`, `disabled` (the cache).
+    /// How its code was obtained: `hit`, `miss`, `disabled` (the cache), or
+    /// `kept` (a watch's copy from an earlier run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile_cache: Option<String>,
     /// Resources its real runs changed since the state was made.

@@ -32,6 +32,9 @@ pub enum CacheOutcome {
     Miss,
     /// Compiled; caching is off (`--no-cache`) or the directory is unusable.
     Disabled,
+    /// `host watch`'s own copy, compiled or loaded for an earlier run of the
+    /// same bytes: nothing was read from the cache.
+    Kept,
 }
 
 /// A cache directory that passed the safety checks.

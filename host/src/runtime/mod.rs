@@ -8,6 +8,7 @@ pub mod load;
 mod meter;
 mod world;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -199,6 +200,8 @@ pub struct GuestRun {
 }
 
 /// A policy compiled and linked, ready to be instantiated for each run.
+/// A clone shares the compiled code (a watch keeps one for its next runs).
+#[derive(Clone)]
 pub struct LoadedPolicy {
     pre: world::Pre,
     /// Whether the compiled code came from the cache.
@@ -216,14 +219,33 @@ impl LoadedPolicy {
         self.memory_bytes = bytes;
         self
     }
+
+    /// The same compiled and linked policy, for another run of the process
+    /// that loaded it (`host watch`): said as [`CacheOutcome::Kept`], with
+    /// the time it took to find it.
+    pub fn kept(&self, found_in: Duration) -> Self {
+        Self {
+            cache: CacheOutcome::Kept,
+            load_time: found_in,
+            ..self.clone()
+        }
+    }
 }
 
 /// Compiles and runs policies. Build it once per process: the engine and the
-/// linker are shared by every policy run.
+/// linker are shared by every policy run (and a watch's runs share them
+/// through [`PolicyRuntime::with_limits`]).
 pub struct PolicyRuntime {
+    linked: Arc<Linked>,
+    limits: Limits,
+}
+
+/// The engine, and the linker holding WASI and the service provider: what
+/// takes a run about a millisecond to build, and what every component the
+/// engine compiled must be instantiated with.
+struct Linked {
     engine: Engine,
     linker: Linker<HostState>,
-    limits: Limits,
 }
 
 /// How often the epoch advances: fine enough that a deadline of a second is
@@ -243,15 +265,23 @@ impl PolicyRuntime {
         anyhow_result(world::add_to_linker(&mut linker)).context("linking the service provider")?;
         anyhow_result(cap_sleeps(&mut linker)).context("linking the capped clock")?;
         Ok(Self {
-            engine,
-            linker,
+            linked: Arc::new(Linked { engine, linker }),
             limits,
         })
     }
 
+    /// The same engine and linker, running with `limits` (host.toml as a
+    /// later run read it): the policies this runtime loaded stay usable.
+    pub fn with_limits(&self, limits: Limits) -> Self {
+        Self {
+            linked: Arc::clone(&self.linked),
+            limits,
+        }
+    }
+
     /// The engine, for inspecting components.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.linked.engine
     }
 
     /// Checks and compiles a policy component (or loads it from `cache`),
@@ -262,8 +292,9 @@ impl PolicyRuntime {
         cache: Option<&CompileCache>,
     ) -> Result<LoadedPolicy, LoadError> {
         let started = Instant::now();
-        let checked = load::load_component(&self.engine, bytes, cache)?;
+        let checked = load::load_component(&self.linked.engine, bytes, cache)?;
         let pre = self
+            .linked
             .linker
             .instantiate_pre(&checked.component)
             .and_then(|pre| match checked.contract {
@@ -310,7 +341,7 @@ impl PolicyRuntime {
             clock,
             declaring: false,
         };
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(&self.linked.engine, state);
         // No systemctl command may outlive the run's wall-clock limit.
         let deadline = store.data().meter.wall_deadline();
         store.data_mut().provider.set_deadline(deadline);
@@ -374,7 +405,7 @@ impl PolicyRuntime {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(EPOCH_TICK)
                 {
-                    self.engine.increment_epoch();
+                    self.linked.engine.increment_epoch();
                 }
             });
             // Dropped when `f` returns or unwinds: the ticker's channel disconnects.

@@ -19,7 +19,9 @@ pub(super) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     Ok(())
 }
 
-/// A policy linked against the world of its contract version.
+/// A policy linked against the world of its contract version (a clone
+/// shares the compiled code).
+#[derive(Clone)]
 pub(super) enum Pre {
     V0_6(contract::PolicyPre<HostState>),
     V0_5(v0_5::PolicyPre<HostState>),

@@ -2,7 +2,9 @@
 //! verified and compiled before any is run, so that a bad one stops the
 //! whole run with nothing applied.
 
+use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::Instant;
 
 use anyhow::Context as _;
 
@@ -44,11 +46,12 @@ impl AdmittedRun {
     /// Admits the plan's documents: the settings are the desired state as
     /// much as the code, so they pass the same gate before any policy starts.
     pub(super) fn admit(plan: &Plan<'_>) -> anyhow::Result<Self> {
-        let mut run = Self::empty(plan)?;
+        let mut kept = Kept::default();
+        let mut run = Self::empty(plan, &mut kept)?;
         let mut admitter = Admitter::new(plan);
         for job in &plan.jobs {
             let policy = admitter
-                .admit(job, &run.runtime)
+                .admit(job, &run.runtime, &mut kept)
                 .map_err(|e| RefusedDocument::new(job, e))?;
             run.policies.push(policy);
         }
@@ -58,13 +61,18 @@ impl AdmittedRun {
 
     /// [`Self::admit`], each policy on its own (`host watch`): a refused
     /// document refuses only the policies made of it, each said with its
-    /// key. An `Err` means none could be tried (no runtime).
-    pub(super) fn admit_each(plan: &Plan<'_>) -> anyhow::Result<(Self, Vec<Refusal>)> {
-        let mut run = Self::empty(plan)?;
+    /// key. The engine and the components of the watch's earlier runs are
+    /// taken from `kept`, and this run's are left there. An `Err` means none
+    /// could be tried (no runtime).
+    pub(super) fn admit_each(
+        plan: &Plan<'_>,
+        kept: &mut Kept,
+    ) -> anyhow::Result<(Self, Vec<Refusal>)> {
+        let mut run = Self::empty(plan, kept)?;
         let mut refused = Vec::new();
         let mut admitter = Admitter::new(plan);
         for job in &plan.jobs {
-            match admitter.admit(job, &run.runtime) {
+            match admitter.admit(job, &run.runtime, kept) {
                 Ok(policy) => run.policies.push(policy),
                 Err(e) => refused.push(RefusedDocument::new(job, e).refusal),
             }
@@ -73,9 +81,9 @@ impl AdmittedRun {
         Ok((run, refused))
     }
 
-    fn empty(plan: &Plan<'_>) -> anyhow::Result<Self> {
+    fn empty(plan: &Plan<'_>, kept: &mut Kept) -> anyhow::Result<Self> {
         Ok(Self {
-            runtime: PolicyRuntime::new(plan.settings.limits)?,
+            runtime: kept.runtime(plan.settings.limits)?,
             policies: Vec::with_capacity(plan.jobs.len()),
             settings: Vec::new(),
         })
@@ -88,6 +96,54 @@ impl AdmittedRun {
             .iter()
             .map(|p| &p.admitted)
             .chain(self.settings.iter().map(|d| &d.admitted))
+    }
+}
+
+/// What `host watch` keeps from one run to the next: wasmtime's engine and
+/// linker, and each configured policy's component as compiled and linked
+/// for its last run. A repair then starts with its guest instead of with
+/// building them again (about 4 ms of a stop's repair, most of it reading
+/// and linking the compiled code from the disk cache).
+///
+/// No check is kept: every run reads and verifies each document again. Only
+/// the same bytes (the sha256 digest admission computed of what it just
+/// verified) take the kept component; a policy replaced on disk is
+/// compiled (or loaded from the cache) anew, and its old code let go.
+#[derive(Default)]
+pub(crate) struct Kept {
+    runtime: Option<PolicyRuntime>,
+    /// By the policy's key: its bytes' digest and its component.
+    policies: HashMap<String, (String, LoadedPolicy)>,
+}
+
+impl Kept {
+    /// The kept engine and linker with this run's `limits` (host.toml may
+    /// have changed them), built at the first run.
+    fn runtime(&mut self, limits: crate::limits::Limits) -> anyhow::Result<PolicyRuntime> {
+        if let Some(runtime) = &self.runtime {
+            return Ok(runtime.with_limits(limits));
+        }
+        let runtime = PolicyRuntime::new(limits)?;
+        self.runtime = Some(runtime.with_limits(limits));
+        Ok(runtime)
+    }
+
+    /// `key`'s component when it was built from bytes of `digest`.
+    fn component(&self, key: &str, digest: &str) -> Option<&LoadedPolicy> {
+        self.policies
+            .get(key)
+            .filter(|(kept, _)| kept == digest)
+            .map(|(_, policy)| policy)
+    }
+
+    fn keep(&mut self, key: &str, digest: &str, policy: &LoadedPolicy) {
+        self.policies
+            .insert(key.to_owned(), (digest.to_owned(), policy.clone()));
+    }
+
+    /// Lets go of the components of policies no longer configured.
+    pub(crate) fn retain(&mut self, configured: &[String]) {
+        self.policies.retain(|key, _| configured.contains(key));
     }
 }
 
@@ -140,7 +196,12 @@ impl<'p> Admitter<'p> {
 
     /// The job's settings document (once per run), then its policy,
     /// verified and compiled.
-    fn admit(&mut self, job: &Job, runtime: &PolicyRuntime) -> anyhow::Result<ReadyPolicy> {
+    fn admit(
+        &mut self,
+        job: &Job,
+        runtime: &PolicyRuntime,
+        kept: &mut Kept,
+    ) -> anyhow::Result<ReadyPolicy> {
         let doc = match &job.settings {
             None => None,
             Some(location) => Some(self.settings_doc(location)?),
@@ -155,10 +216,20 @@ impl<'p> Admitter<'p> {
         if let Some(key_id) = &admitted.signature.key_id {
             tracing::info!(policy = %admitted.origin, key_id = %key_id, "signature verified");
         }
-        let compiled = runtime
-            .load(&admitted.bytes, self.cache.as_ref())
-            .with_context(|| format!("loading policy {}", admitted.origin))?
-            .with_memory_limit(job.memory_bytes);
+        let key = job.state_key();
+        let digest = &admitted.source.digest;
+        let looked = Instant::now();
+        let compiled = match kept.component(&key, digest) {
+            Some(policy) => policy.kept(looked.elapsed()),
+            None => {
+                let loaded = runtime
+                    .load(&admitted.bytes, self.cache.as_ref())
+                    .with_context(|| format!("loading policy {}", admitted.origin))?;
+                kept.keep(&key, digest, &loaded);
+                loaded
+            }
+        }
+        .with_memory_limit(job.memory_bytes);
         tracing::info!(
             policy = %admitted.origin,
             cache = ?compiled.cache,
@@ -166,7 +237,7 @@ impl<'p> Admitter<'p> {
             "policy compiled and linked"
         );
         Ok(ReadyPolicy {
-            key: job.state_key(),
+            key,
             admitted,
             compiled,
             settings: doc,

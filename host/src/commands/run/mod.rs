@@ -234,6 +234,7 @@ pub(crate) struct Cycled {
     pub(crate) config: ConfigFile,
 }
 
+pub(crate) use admit::Kept;
 pub(crate) use plan::Inputs;
 
 /// What a watch tells a run of itself.
@@ -260,6 +261,7 @@ pub(crate) struct WatchRun<'a> {
 pub(crate) fn cycle(
     args: &RunArgs,
     run: WatchRun<'_>,
+    kept: &mut Kept,
     sink: &mut dyn Sink,
 ) -> anyhow::Result<Cycled> {
     let started = Instant::now();
@@ -281,9 +283,10 @@ pub(crate) fn cycle(
     let planned = plan.planned();
     let inputs = plan.inputs();
     let all: Vec<String> = plan.jobs.iter().map(|j| j.state_key()).collect();
+    kept.retain(&all);
     plan.select(run.selection);
     let configured = plan.whole.then_some(all);
-    let (admitted, refused) = AdmittedRun::admit_each(&plan)?;
+    let (admitted, refused) = AdmittedRun::admit_each(&plan, kept)?;
     let (result, lock) = if admitted.policies.is_empty() {
         (None, None)
     } else {

@@ -254,6 +254,8 @@ struct Watch {
     holds: BTreeMap<String, u64>,
     /// The last run for an event: when, and what woke it.
     last_event_run: Option<(u64, String)>,
+    /// The engine and the compiled policies, from one run to the next.
+    kept: run::Kept,
 }
 
 impl Watch {
@@ -271,6 +273,7 @@ impl Watch {
             holding: BTreeMap::new(),
             holds: BTreeMap::new(),
             last_event_run: None,
+            kept: run::Kept::default(),
         }
     }
 
@@ -289,9 +292,7 @@ impl Watch {
         }
     }
 
-    /// Runs what `due` says; logs a line per resource changed or failed.
-    /// Returns whether the run could not happen (to be tried again).
-    /// Runs what `due` says; returns what the run read of host.toml and
+    /// Runs what `due` says (a line per resource changed or failed); returns what the run read of host.toml and
     /// the runs it asks for next: the ends of holds and of the next timed
     /// pause, and a retry when it could not happen.
     fn run(&mut self, args: &RunArgs, due: &Due, mut me: WatchState) -> Ran {
@@ -320,7 +321,7 @@ impl Watch {
             cause: &cause,
             last: None,
         };
-        let cycled = run::cycle(args, watch_run, &mut sink);
+        let cycled = run::cycle(args, watch_run, &mut self.kept, &mut sink);
         if let Some(last) = sink.last {
             self.last_repair = Some(last);
         }
