@@ -356,6 +356,39 @@ pub fn sign_file(path: &Path) {
     sign_with(path, &test_key().secret_key);
 }
 
+/// A compile cache directory holding `policy` (signed by the test key) and
+/// nothing else, compiled once per test process by `host compile`, as an
+/// operator compiles a policy when installing it: what a sandboxed machine
+/// is given (`Machine::precompile`), instead of compiling it again at each
+/// machine's first run.
+pub fn compiled_alone(policy: &Path) -> PathBuf {
+    static DIRS: OnceLock<Mutex<HashMap<PathBuf, PathBuf>>> = OnceLock::new();
+    let dirs = DIRS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut dirs = dirs.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(dir) = dirs.get(policy) {
+        return dir.clone();
+    }
+    let parent = process_dir().join("compiled");
+    std::fs::create_dir_all(&parent).expect("create the compiled policies' directory");
+    let dir = parent.join(dirs.len().to_string());
+    let output = host_command()
+        .arg("compile")
+        .arg(policy)
+        .arg("--cache-dir")
+        .arg(&dir)
+        .args(trust_args())
+        .output()
+        .expect("run host compile");
+    assert!(
+        output.status.success(),
+        "host compile {} failed: {}",
+        policy.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    dirs.insert(policy.to_owned(), dir.clone());
+    dir
+}
+
 /// `target/e2e/<pid>`: files of this test process, removed at the start of a
 /// later process with the same pid.
 fn process_dir() -> PathBuf {

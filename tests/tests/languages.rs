@@ -23,6 +23,7 @@ use policy_host_e2e::requires::e2e_test;
 fn converges_a_real_systemd(language: Language) {
     let policy = example_policy(language);
     let m = machine();
+    m.precompile(&policy);
     let extra = format!("extra-{}", language.tag());
     m.service("httpd", false, false);
     m.service("legacy-ftpd", true, true);
