@@ -83,7 +83,7 @@ impl AdmittedRun {
 
     fn empty(plan: &Plan<'_>, kept: &mut Kept) -> anyhow::Result<Self> {
         Ok(Self {
-            runtime: kept.runtime(plan.settings.limits)?,
+            runtime: kept.runtime(plan)?,
             policies: Vec::with_capacity(plan.jobs.len()),
             settings: Vec::new(),
         })
@@ -117,9 +117,10 @@ pub(crate) struct Kept {
 }
 
 impl Kept {
-    /// The kept engine and linker with this run's `limits` (host.toml may
+    /// The kept engine and linker with the limits of `plan` (host.toml may
     /// have changed them), built at the first run.
-    fn runtime(&mut self, limits: crate::limits::Limits) -> anyhow::Result<PolicyRuntime> {
+    fn runtime(&mut self, plan: &Plan<'_>) -> anyhow::Result<PolicyRuntime> {
+        let limits = plan.settings.limits;
         if let Some(runtime) = &self.runtime {
             return Ok(runtime.with_limits(limits));
         }
