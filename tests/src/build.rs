@@ -248,17 +248,26 @@ pub fn host_command() -> Command {
     Command::new(host_binary())
 }
 
-/// `host keygen --unencrypted --out DIR`, which must succeed.
-pub fn keygen(dir: &Path) -> TestKey {
-    let output = host_command()
-        .args(["keygen", "--unencrypted", "--out"])
-        .arg(dir)
+/// Runs `command` (a `host` subcommand), which must succeed; its stderr,
+/// with `what`, in the panic otherwise.
+fn host_ok(command: &mut Command, what: &str) {
+    let output = command
         .output()
-        .expect("run host keygen");
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
     assert!(
         output.status.success(),
-        "host keygen failed: {}",
+        "{what} failed: {}",
         String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `host keygen --unencrypted --out DIR`, which must succeed.
+pub fn keygen(dir: &Path) -> TestKey {
+    host_ok(
+        host_command()
+            .args(["keygen", "--unencrypted", "--out"])
+            .arg(dir),
+        "host keygen",
     );
     TestKey {
         public_key: dir.join("policy-host.pub"),
@@ -268,18 +277,9 @@ pub fn keygen(dir: &Path) -> TestKey {
 
 /// `host sign FILE --key KEY`, which must succeed.
 pub fn sign_with(file: &Path, key: &Path) {
-    let output = host_command()
-        .arg("sign")
-        .arg(file)
-        .arg("--key")
-        .arg(key)
-        .output()
-        .expect("run host sign");
-    assert!(
-        output.status.success(),
-        "host sign {} failed: {}",
-        file.display(),
-        String::from_utf8_lossy(&output.stderr)
+    host_ok(
+        host_command().arg("sign").arg(file).arg("--key").arg(key),
+        &format!("host sign {}", file.display()),
     );
 }
 
@@ -371,19 +371,14 @@ pub fn compiled_alone(policy: &Path) -> PathBuf {
     let parent = process_dir().join("compiled");
     std::fs::create_dir_all(&parent).expect("create the compiled policies' directory");
     let dir = parent.join(dirs.len().to_string());
-    let output = host_command()
-        .arg("compile")
-        .arg(policy)
-        .arg("--cache-dir")
-        .arg(&dir)
-        .args(trust_args())
-        .output()
-        .expect("run host compile");
-    assert!(
-        output.status.success(),
-        "host compile {} failed: {}",
-        policy.display(),
-        String::from_utf8_lossy(&output.stderr)
+    host_ok(
+        host_command()
+            .arg("compile")
+            .arg(policy)
+            .arg("--cache-dir")
+            .arg(&dir)
+            .args(trust_args()),
+        &format!("host compile {}", policy.display()),
     );
     dirs.insert(policy.to_owned(), dir.clone());
     dir
