@@ -292,9 +292,10 @@ impl Watch {
         }
     }
 
-    /// Runs what `due` says (a line per resource changed or failed); returns what the run read of host.toml and
-    /// the runs it asks for next: the ends of holds and of the next timed
-    /// pause, and a retry when it could not happen.
+    /// Runs what `due` says (a line per resource changed or failed);
+    /// returns what the run read of host.toml and the runs it asks for
+    /// next: the ends of holds and of the next timed pause, and a retry
+    /// when it could not happen.
     fn run(&mut self, args: &RunArgs, due: &Due, mut me: WatchState) -> Ran {
         self.runs += 1;
         let cause = due.causes_said();
