@@ -10,6 +10,7 @@
 //! and takes minutes, and cargo's own progress then reaches the terminal.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -182,41 +183,60 @@ fn policy_packages() -> Vec<String> {
     names
 }
 
+/// What one test process makes at most once per key (a built policy, a
+/// signed copy, a compiled cache): each caller's own static map of the
+/// paths made so far.
+pub type MadeOnce<K> = OnceLock<Mutex<HashMap<K, PathBuf>>>;
+
+/// The path `make` gives for `key`, made the first time only (`make` is
+/// told how many `made` holds already, to name its output). The lock is
+/// held while `make` runs: two tests never make one thing side by side.
+pub fn made_once<K: Eq + Hash>(
+    made: &'static MadeOnce<K>,
+    key: K,
+    make: impl FnOnce(usize) -> PathBuf,
+) -> PathBuf {
+    let made = made.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = made.get(&key) {
+        return path.clone();
+    }
+    let path = make(made.len());
+    made.insert(key, path.clone());
+    path
+}
+
 /// Builds the policy component of `package` (release, `wasm32-wasip2`) and
 /// returns the `.wasm` path. The first call builds every policy package of
 /// the workspace in one cargo invocation (one feature resolution, the
 /// shared crates compiled once, in parallel); later calls only look.
 pub fn policy_wasm(package: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    static BUILT: MadeOnce<String> = OnceLock::new();
     static ALL: Once = Once::new();
-    let built = BUILT.get_or_init(|| Mutex::new(HashMap::new()));
-    // Holding the lock while building serialises builds; cargo would take
+    // Builds are serialised (`made_once` holds its lock); cargo would take
     // its own lock on the target directory anyway.
-    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(path) = built.get(package) {
-        return path.clone();
-    }
-    ensure_wasm_target();
-    let all = policy_packages();
-    let mut args = vec!["build", "--release", "--target", "wasm32-wasip2"];
-    if all.iter().any(|p| p == package) {
-        ALL.call_once(|| {
-            for name in &all {
-                args.extend(["-p", name.as_str()]);
-            }
+    made_once(&BUILT, package.to_owned(), |_| {
+        ensure_wasm_target();
+        let all = policy_packages();
+        let mut args = vec!["build", "--release", "--target", "wasm32-wasip2"];
+        if all.iter().any(|p| p == package) {
+            ALL.call_once(|| {
+                for name in &all {
+                    args.extend(["-p", name.as_str()]);
+                }
+                cargo(&args);
+            });
+        } else {
+            args.extend(["-p", package]);
             cargo(&args);
-        });
-    } else {
-        args.extend(["-p", package]);
-        cargo(&args);
-    }
-    let path = target_dir()
-        .join("wasm32-wasip2")
-        .join("release")
-        .join(format!("{}.wasm", package.replace('-', "_")));
-    assert!(path.is_file(), "cargo built no {}", path.display());
-    built.insert(package.to_string(), path.clone());
-    path
+        }
+        let path = target_dir()
+            .join("wasm32-wasip2")
+            .join("release")
+            .join(format!("{}.wasm", package.replace('-', "_")));
+        assert!(path.is_file(), "cargo built no {}", path.display());
+        path
+    })
 }
 
 /// `POLICY.wasm.minisig`: where a policy's detached signature lives.
@@ -324,18 +344,14 @@ pub fn isolation_args() -> Vec<std::ffi::OsString> {
 /// there with [`test_key`] by `host sign` (so concurrent test processes never
 /// sign one file).
 pub fn signed_policy(package: &str) -> PathBuf {
-    static SIGNED: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let signed = SIGNED.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut signed = signed.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(path) = signed.get(package) {
-        return path.clone();
-    }
-    let built = policy_wasm(package);
-    let copy = process_dir().join(built.file_name().expect("wasm file name"));
-    std::fs::copy(&built, &copy).expect("copy policy");
-    sign_file(&copy);
-    signed.insert(package.to_string(), copy.clone());
-    copy
+    static SIGNED: MadeOnce<String> = OnceLock::new();
+    made_once(&SIGNED, package.to_owned(), |_| {
+        let built = policy_wasm(package);
+        let copy = process_dir().join(built.file_name().expect("wasm file name"));
+        std::fs::copy(&built, &copy).expect("copy policy");
+        sign_file(&copy);
+        copy
+    })
 }
 
 /// A copy of `file` (a kept fixture, say) in this process's own directory,
@@ -362,26 +378,22 @@ pub fn sign_file(path: &Path) {
 /// is given (`Machine::precompile`), instead of compiling it again at each
 /// machine's first run.
 pub fn compiled_alone(policy: &Path) -> PathBuf {
-    static DIRS: OnceLock<Mutex<HashMap<PathBuf, PathBuf>>> = OnceLock::new();
-    let dirs = DIRS.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut dirs = dirs.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(dir) = dirs.get(policy) {
-        return dir.clone();
-    }
-    let parent = process_dir().join("compiled");
-    std::fs::create_dir_all(&parent).expect("create the compiled policies' directory");
-    let dir = parent.join(dirs.len().to_string());
-    host_ok(
-        host_command()
-            .arg("compile")
-            .arg(policy)
-            .arg("--cache-dir")
-            .arg(&dir)
-            .args(trust_args()),
-        &format!("host compile {}", policy.display()),
-    );
-    dirs.insert(policy.to_owned(), dir.clone());
-    dir
+    static DIRS: MadeOnce<PathBuf> = OnceLock::new();
+    made_once(&DIRS, policy.to_owned(), |before| {
+        let parent = process_dir().join("compiled");
+        std::fs::create_dir_all(&parent).expect("create the compiled policies' directory");
+        let dir = parent.join(before.to_string());
+        host_ok(
+            host_command()
+                .arg("compile")
+                .arg(policy)
+                .arg("--cache-dir")
+                .arg(&dir)
+                .args(trust_args()),
+            &format!("host compile {}", policy.display()),
+        );
+        dir
+    })
 }
 
 /// `target/e2e/<pid>`: files of this test process, removed at the start of a

@@ -3,12 +3,13 @@
 //! (componentize-py, componentize-qjs), then `host compose` with the
 //! engine (policies/engine), then `host sign`. Built once per test process.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
-use crate::build::{host_command, policy_wasm, sign_file, target_dir, workspace_root};
+use crate::build::{
+    host_command, made_once, policy_wasm, sign_file, target_dir, workspace_root, MadeOnce,
+};
 use crate::outcome::text;
 
 /// A language a policy can be written in besides Rust.
@@ -121,16 +122,12 @@ pub fn compose(declaration: &Path, out: &Path) -> String {
 /// The example in `language`, composed with the engine and signed with the
 /// test key: a policy as an author ships it.
 pub fn example_policy(language: Language) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<Language, PathBuf>>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(path) = built.get(&language) {
-        return path.clone();
-    }
-    let declaration = example_declaration(language);
-    let policy = build_dir(language).join(format!("example-{}.wasm", language.tag()));
-    compose(&declaration, &policy);
-    sign_file(&policy);
-    built.insert(language, policy.clone());
-    policy
+    static BUILT: MadeOnce<Language> = OnceLock::new();
+    made_once(&BUILT, language, |_| {
+        let declaration = example_declaration(language);
+        let policy = build_dir(language).join(format!("example-{}.wasm", language.tag()));
+        compose(&declaration, &policy);
+        sign_file(&policy);
+        policy
+    })
 }
