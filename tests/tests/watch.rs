@@ -603,3 +603,113 @@ fn a_watch_of_many_units_stays_on_the_bus_and_is_quiet_when_nothing_changes() {
     let said = journal(&m);
     assert!(!said.contains("connection was lost"), "{said}");
 }
+
+/// A settle window is a wait on one unit, not on the machine: a drift of
+/// another unit inside it is repaired at once, each start is still judged
+/// at its window's end or when its unit dies, and no `host run` moves a
+/// unit while a window is open (the watch holds the lock until then).
+#[e2e_test(requires = "root, systemd, minisign")]
+fn a_drift_inside_another_units_settle_window_is_repaired_at_once_and_every_window_is_judged() {
+    const WINDOW_US: u64 = 3_000_000;
+    let m = machine();
+    for unit in ["wd-a", "wd-b", "wd-c"] {
+        m.service(unit, true, true);
+    }
+    let manifest = "- service:\n    - wd-a:\n        ensure: running\n    - wd-b:\n        ensure: running\n    - wd-c:\n        ensure: running\n";
+    install_settings(&m, manifest);
+    start_watch(&m, &["--settle", "3"]);
+    wait_quiet(&m);
+    let up = |unit: &str| {
+        assert!(
+            eventually(Duration::from_secs(10), || m.sandbox.is_active(unit)
+                == "active"),
+            "{unit} was not started again:\n{}",
+            journal(&m)
+        );
+        m.monotonic(unit, "ActiveEnterTimestampMonotonic")
+    };
+
+    // wd-a stopped and started again: its 3 s window opens.
+    m.sandbox.systemctl_ok(&["stop", "wd-a"]);
+    let a_up = up("wd-a");
+    // Inside it, `host run` finds the machine's lock held.
+    let out = m.sandbox.exec(&[
+        m.host.to_str().unwrap(),
+        "run",
+        m.policy.to_str().unwrap(),
+        "--trusted-key",
+        m.trusted_key.to_str().unwrap(),
+        "--settings",
+        SETTINGS,
+        "--no-wait",
+    ]);
+    let inside = m.monotonic("wd-a", "ActiveEnterTimestampMonotonic") == a_up
+        && uptime_us(&m) < a_up + WINDOW_US;
+    let said = String::from_utf8_lossy(&out.stderr);
+    if inside {
+        assert!(
+            !out.status.success() && said.contains("not waiting (--no-wait)"),
+            "a host run went ahead inside a settle window: {said}\n{}",
+            journal(&m)
+        );
+    }
+    // wd-b stopped inside wd-a's window: repaired before that window ends.
+    m.sandbox.systemctl_ok(&["stop", "wd-b"]);
+    let b_up = up("wd-b");
+    assert!(
+        b_up < a_up + WINDOW_US,
+        "wd-b was started again {} ms after wd-a, not inside wd-a's window:\n{}",
+        (b_up - a_up) / 1000,
+        journal(&m)
+    );
+    // Each start is said when its window has passed, in order.
+    assert!(
+        eventually(Duration::from_secs(10), || said_with(
+            &m,
+            "service#wd-b: started"
+        )
+        .is_some()),
+        "{}",
+        journal(&m)
+    );
+    let said = journal(&m);
+    let (a_at, b_at) = (
+        said.find("service#wd-a: started")
+            .expect("wd-a's start said"),
+        said.find("service#wd-b: started").unwrap(),
+    );
+    assert!(a_at < b_at, "{said}");
+
+    // wd-c's next start does not stay up (its file now makes it exit 0.5 s
+    // after it starts), inside wd-b's window: its window fails, in
+    // systemd's words, while wd-b's goes on.
+    m.sandbox.write_file(
+        "/etc/systemd/system/wd-c.service",
+        "[Service]\nExecStart=/bin/sh -c 'sleep 0.5; exit 3'\n",
+    );
+    m.sandbox.systemctl_ok(&["stop", "wd-b"]);
+    up("wd-b");
+    m.sandbox.systemctl_ok(&["stop", "wd-c"]);
+    assert!(
+        eventually(Duration::from_secs(15), || said_with(
+            &m,
+            "service#wd-c: failed"
+        )
+        .is_some_and(|line| line.contains("did not stay up"))),
+        "wd-c's failed start was not said:\n{}",
+        journal(&m)
+    );
+}
+
+/// The sandbox's CLOCK_MONOTONIC, in microseconds (systemd's timestamps'
+/// clock).
+fn uptime_us(m: &Machine) -> u64 {
+    let out = m.sandbox.exec(&["cat", "/proc/uptime"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let seconds: f64 = text
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(f64::MAX);
+    (seconds * 1e6) as u64
+}

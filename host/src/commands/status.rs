@@ -111,6 +111,7 @@ pub fn execute(args: &StatusArgs) -> anyhow::Result<i32> {
         await_unit_jobs: false,
         left_alone: crate::left_alone::LeftAlone::default(),
         reload_before_change: Default::default(),
+        windows: None,
     });
     // No unit named: the overview, and the units of the last run.
     let overview = args.names.is_empty();

@@ -28,11 +28,11 @@ pub(crate) use systemd::bus::follow::{BusEvent, UnitFollower};
 pub use systemd::{StatusVia, SystemdConfig};
 
 use self::backend::Backend;
-pub use self::guard::ReloadBeforeChange;
 use self::guard::{
     Deadline, Guard, Guarded, Jobs, LeftAloneUnits, Names, Noop, Record, Reload, Settle, Stack,
     Units,
 };
+pub use self::guard::{ReloadBeforeChange, RunWindows, Verdict, Windows};
 use self::runner::{find_in_path, CommandRunner, ProcessRunner};
 use self::systemd::SystemdBackend;
 
@@ -56,6 +56,7 @@ pub fn systemd_with(config: SystemdConfig, runner: Box<dyn CommandRunner>) -> Sy
         settle: config.settle,
         left_alone: config.left_alone.clone(),
         reload_before_change: config.reload_before_change,
+        windows: config.windows.clone(),
     };
     guarded(SystemdBackend::new(&config, runner), guard)
 }
@@ -82,7 +83,10 @@ pub(crate) fn guarded<B: Backend>(backend: B, guard: Guard) -> Guarded<B> {
         .over(Units::new(
             backend,
             Jobs::new(guard.jobs),
-            Settle::new(guard.settle),
+            match guard.windows {
+                Some(windows) => Settle::later(guard.settle, windows),
+                None => Settle::new(guard.settle),
+            },
         ))
 }
 
@@ -130,6 +134,11 @@ pub trait Provider: Send {
     fn finish(&mut self) -> Result<(), ProviderError> {
         Ok(())
     }
+    /// A watch's: judges the settle windows its runs left open that are
+    /// due: every one when `all`, else those that ended, and those of the
+    /// units in `changed` that went down. A failed one's verdict is owed to
+    /// its run ([`guard::RunWindows::take_verdicts`]).
+    fn settle(&mut self, _changed: &[String], _all: bool) {}
 }
 
 /// What the host executed: an operation a guest asked for, or the run's own

@@ -230,6 +230,7 @@ pub struct RunReport {
 }
 
 /// What one run produced, before it is summarised.
+#[derive(Debug, Clone)]
 pub struct RunRecord {
     pub key: String,
     pub policy: String,

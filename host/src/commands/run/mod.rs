@@ -29,10 +29,13 @@ use crate::report::machine::{Drive, How, Refusal, RunCause, WatchState};
 use crate::report::result::PolicyResult;
 use crate::report::Report;
 
+use crate::provider::{Provider, Windows};
 use crate::settings::ConfigFile;
 use admit::{AdmittedRun, RefusedDocument};
 use plan::{Cycle, Plan, Request};
+use session::Acted;
 use session::Session;
+use std::sync::Arc;
 
 /// Runs the policies; returns the process exit code. An `Err` means the run
 /// could not happen (exit 1) and nothing was applied, or that an output
@@ -106,7 +109,7 @@ pub fn execute(command: &RunCommandArgs) -> anyhow::Result<i32> {
 struct Ended {
     result: anyhow::Result<Report>,
     refused: Vec<Refusal>,
-    lock: Option<RunLock>,
+    lock: Option<Arc<RunLock>>,
     configured: Option<Vec<String>>,
 }
 
@@ -148,7 +151,8 @@ fn converge(
                 &plan.settings.lock_file,
                 request.lock_wait(plan.settings.lock_timeout),
             )
-            .ok();
+            .ok()
+            .map(Arc::new);
             return Ended {
                 result: Err(e),
                 refused,
@@ -157,9 +161,9 @@ fn converge(
             };
         }
     };
-    match Session::begin(&plan, admitted).and_then(|s| s.converge(&mut NoSink)) {
+    match Session::begin(&plan, admitted, None).and_then(|s| s.converge(&mut NoSink)) {
         Ok(converged) => Ended {
-            result: Ok(converged.report),
+            result: Ok(converged.acted.report(&mut NoSink)),
             refused: Vec::new(),
             lock: Some(converged.lock),
             configured,
@@ -172,6 +176,11 @@ fn converge(
 /// `applier`'s stream of results): a watch's lines and its backoff. A new
 /// consumer of results is one more sink.
 pub(crate) trait Sink {
+    /// A policy acted: its result as its records say when it returned
+    /// (a watch's backoff counts its starts here, before the next run).
+    fn acted(&mut self, _result: &PolicyResult<'_>) {}
+
+    /// A policy's result, its settle windows judged.
     fn finished(&mut self, result: &PolicyResult<'_>);
 
     /// The units held back as the run ends, as the machine's state
@@ -232,6 +241,82 @@ pub(crate) struct Cycled {
     /// host.toml as this cycle read it: the watch takes its own settings
     /// (`[watch]`) from the same reading.
     pub(crate) config: ConfigFile,
+    /// The run, when its report waits for settle windows still open (its
+    /// own, or an earlier run's).
+    pub(crate) settling: Option<Settling>,
+}
+
+/// A watch's run whose policies acted with settle windows still open: its
+/// report, and the outputs written from it, wait for their verdicts (the
+/// watch judges them as they come, with [`Settling::provider`]). It holds
+/// the run lock until then, so that no `host run` moves a unit inside a
+/// window; the watch's next runs are handed the same lock.
+pub(crate) struct Settling {
+    acted: Acted,
+    lock: Arc<RunLock>,
+    outputs: outputs::Outputs,
+    refused: Vec<Refusal>,
+    cause: RunCause,
+    said: String,
+    noop: bool,
+    configured: Option<Vec<String>>,
+    started: Instant,
+}
+
+impl Settling {
+    /// Whether a window of the run is still open.
+    pub(crate) fn open(&self) -> bool {
+        self.acted.settling()
+    }
+
+    /// The run's provider, which can judge any of the watch's windows
+    /// (none once let go of).
+    pub(crate) fn provider(&mut self) -> Option<&mut (dyn Provider + 'static)> {
+        self.acted.provider()
+    }
+
+    /// Lets go of its provider (its connection to systemd): a newer run's
+    /// judges the windows.
+    pub(crate) fn let_go_of_provider(&mut self) {
+        self.acted.let_go();
+    }
+
+    /// The watch's words for what woke the run.
+    pub(crate) fn said(&self) -> &str {
+        &self.said
+    }
+
+    /// The run lock it holds.
+    pub(crate) fn lock(&self) -> Arc<RunLock> {
+        self.lock.clone()
+    }
+
+    /// The run's report, its windows judged, given to `sink` and merged into
+    /// the machine's state, written as the report and metrics files.
+    pub(crate) fn finish(self, sink: &mut dyn Sink) {
+        let report = self.acted.report(sink);
+        let failures = outputs::write(
+            &self.outputs,
+            outputs::Recorded {
+                result: Ok(&report),
+                refused: &self.refused,
+                how: How {
+                    drive: Drive::Watch,
+                    cause: self.cause,
+                },
+                said: Some(self.said),
+                noop: self.noop,
+                configured: self.configured,
+                held: sink.held(),
+                duration: self.started.elapsed(),
+                locked: true,
+            },
+        );
+        for failure in &failures {
+            tracing::error!("{failure}");
+        }
+        drop(self.lock);
+    }
 }
 
 pub(crate) use admit::Kept;
@@ -239,6 +324,13 @@ pub(crate) use plan::Inputs;
 
 /// What a watch tells a run of itself.
 pub(crate) struct WatchRun<'a> {
+    /// The watch's settle windows, shared by its runs.
+    pub(crate) windows: &'a Windows,
+    /// The run lock, when the watch holds it (an earlier run's windows
+    /// are still open): handed over, not taken again. The run's report then
+    /// waits too ([`Cycled::settling`]): reports are written in the order
+    /// the runs began.
+    pub(crate) lock: Option<Arc<RunLock>>,
     pub(crate) selection: &'a Selection,
     pub(crate) first: bool,
     /// The units held back as the run starts.
@@ -271,6 +363,7 @@ pub(crate) fn cycle(
             first: run.first,
             for_event: matches!(run.selection, Selection::Only(_)),
             held: run.held,
+            windows: run.windows.clone(),
         },
     );
     let file = ConfigFile::load(args.trust.config.path());
@@ -287,14 +380,36 @@ pub(crate) fn cycle(
     plan.select(run.selection);
     let configured = plan.whole.then_some(all);
     let (admitted, refused) = AdmittedRun::admit_each(&plan, kept)?;
+    let behind = run.lock.is_some();
     let (result, lock) = if admitted.policies.is_empty() {
-        (None, None)
+        (None, run.lock)
     } else {
-        match Session::begin(&plan, admitted).and_then(|s| s.converge(sink)) {
-            Ok(converged) => (
-                Some(Ok(converged.report)),
-                Some((converged.lock, converged.concerns)),
-            ),
+        match Session::begin(&plan, admitted, run.lock).and_then(|s| s.converge(sink)) {
+            Ok(converged) => {
+                let lock = converged.lock;
+                if converged.acted.settling() || behind {
+                    return Ok(Cycled {
+                        refused: refused.clone(),
+                        concerns: converged.concerns,
+                        planned,
+                        inputs,
+                        config: file,
+                        settling: Some(Settling {
+                            acted: converged.acted,
+                            lock: lock.clone(),
+                            outputs,
+                            refused,
+                            cause: run.cause,
+                            said: run.said,
+                            noop: request.noop(),
+                            configured,
+                            started,
+                        }),
+                    });
+                }
+                let report = converged.acted.report(sink);
+                (Some(Ok((report, converged.concerns))), Some(lock))
+            }
             Err(e) => (Some(Err(e)), None),
         }
     };
@@ -304,7 +419,7 @@ pub(crate) fn cycle(
         &outputs,
         outputs::Recorded {
             result: match &result {
-                Some(Ok(report)) => Ok(report),
+                Some(Ok((report, _))) => Ok(report),
                 Some(Err(e)) => Err(e),
                 None => Ok(&nothing_ran),
             },
@@ -324,10 +439,10 @@ pub(crate) fn cycle(
     for failure in &failures {
         tracing::error!("{failure}");
     }
-    let concerns = match (result, lock) {
-        (Some(Err(e)), _) => return Err(e),
-        (_, Some((_lock, concerns))) => concerns,
-        _ => Vec::new(),
+    let concerns = match result {
+        Some(Err(e)) => return Err(e),
+        Some(Ok((_, concerns))) => concerns,
+        None => Vec::new(),
     };
     Ok(Cycled {
         refused,
@@ -335,6 +450,7 @@ pub(crate) fn cycle(
         planned,
         inputs,
         config: file,
+        settling: None,
     })
 }
 

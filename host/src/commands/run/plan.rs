@@ -79,6 +79,9 @@ pub(super) struct Request {
     /// Whether a change makes the run's daemon-reload first: always, but
     /// in a watch's run for an event (see [`ReloadBeforeChange`]).
     pub(super) reload_before_change: ReloadBeforeChange,
+    /// A watch's: its settle windows, which outlive its runs (judged later,
+    /// the report waiting for them); `None` judges them within the run.
+    pub(super) windows: Option<crate::provider::Windows>,
 }
 
 /// What a watch's run is, besides the command line: built into its
@@ -91,6 +94,8 @@ pub(super) struct Cycle {
     pub(super) for_event: bool,
     /// Units the watch holds back after a crash loop.
     pub(super) held: LeftAlone,
+    /// The watch's settle windows, which its runs leave open.
+    pub(super) windows: crate::provider::Windows,
 }
 
 impl Request {
@@ -123,6 +128,8 @@ impl Request {
                 Vec::new()
             },
             held: cycle.held,
+            // The first run is whole before the watch says it is ready.
+            windows: (!cycle.first).then_some(cycle.windows),
             reload_before_change: if cycle.for_event && !cycle.first {
                 ReloadBeforeChange::UnlessReadUnchanged
             } else {
@@ -144,6 +151,7 @@ impl Request {
             printed: Printed::Human(Verbosity::Normal),
             detailed_exitcodes: false,
             held: LeftAlone::default(),
+            windows: None,
             reload_before_change: ReloadBeforeChange::Always,
         }
     }

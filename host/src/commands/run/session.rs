@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use anyhow::bail;
@@ -16,11 +17,11 @@ use crate::interrupt;
 use crate::left_alone::pause::Pauses;
 use crate::left_alone::LeftAlone;
 use crate::lock::RunLock;
-use crate::provider::{Provider, SystemdConfig};
+use crate::provider::{CallRecord, Provider, RunWindows, SystemdConfig, Windows};
 use crate::report::result::PolicyResult;
 use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
 use crate::resource::UnitName;
-use crate::runtime::PolicyRuntime;
+use crate::runtime::{PolicyRuntime, RunFailure};
 use crate::subscriptions::record::{self, Records};
 use crate::subscriptions::survey::{Sources, Survey};
 use crate::subscriptions::{dpkg, Budget, Caps};
@@ -34,7 +35,7 @@ use super::{Concern, Sink};
 pub(super) struct Session<'a> {
     plan: &'a Plan<'a>,
     run: AdmittedRun,
-    lock: RunLock,
+    lock: Arc<RunLock>,
     provider: Box<dyn Provider>,
     /// The fingerprints of the subscriptions' files and packages.
     records: Records,
@@ -42,16 +43,27 @@ pub(super) struct Session<'a> {
     left_alone: LeftAlone,
     /// The machine's facts and labels, told to every policy of the run.
     facts: Vec<Fact>,
+    /// A watch's run: its share of the watch's settle windows.
+    windows: Option<RunWindows>,
 }
 
 impl<'a> Session<'a> {
-    /// Takes the lock (waiting as the settings say), removes what a killed
-    /// run left behind, and records the versions about to run.
-    pub(super) fn begin(plan: &'a Plan<'a>, run: AdmittedRun) -> anyhow::Result<Self> {
+    /// Takes the lock (waiting as the settings say), unless the watch hands
+    /// over the one it holds (`held`: an earlier run's windows are still
+    /// open), removes what a killed run left behind, and records the
+    /// versions about to run.
+    pub(super) fn begin(
+        plan: &'a Plan<'a>,
+        run: AdmittedRun,
+        held: Option<Arc<RunLock>>,
+    ) -> anyhow::Result<Self> {
         let request = plan.request;
         let settings = &plan.settings;
         let wait = request.lock_wait(settings.lock_timeout);
-        let lock = RunLock::acquire(&settings.lock_file, wait)?;
+        let lock = match held {
+            Some(lock) => lock,
+            None => Arc::new(RunLock::acquire(&settings.lock_file, wait)?),
+        };
         if let Some(signal) = interrupt::received() {
             bail!(
                 "interrupted by {} before the first change; nothing was changed",
@@ -88,6 +100,7 @@ impl<'a> Session<'a> {
         let (_, pauses) = Pauses::open(&settings.state_dir)?;
         let mut left_alone = pauses.in_force(SystemTime::now());
         left_alone.extend(request.held.clone());
+        let windows = request.windows.as_ref().map(Windows::begin_run);
         let systemctl = crate::provider::systemctl_on_path();
         let provider = Box::new(crate::provider::systemd(SystemdConfig {
             systemctl,
@@ -100,6 +113,7 @@ impl<'a> Session<'a> {
             await_unit_jobs: true,
             left_alone: left_alone.clone(),
             reload_before_change: request.reload_before_change,
+            windows: windows.clone(),
         }));
         // Gathered once per run, afresh (a watch's runs see a new hostname).
         let facts = Facts::gather(&settings.labels)
@@ -118,6 +132,7 @@ impl<'a> Session<'a> {
             records,
             left_alone,
             facts,
+            windows,
         })
     }
 
@@ -125,7 +140,8 @@ impl<'a> Session<'a> {
     /// those after it. A signal stops the run between policies. The run's
     /// one reload after enablement changes follows the last policy run, and
     /// is reported with it. The lock is handed back: it is held until the
-    /// outputs are written.
+    /// outputs are written. The reports wait for the run's settle windows
+    /// ([`Acted::report`]).
     pub(super) fn converge(self, sink: &mut dyn Sink) -> anyhow::Result<Converged> {
         let Session {
             plan,
@@ -135,6 +151,7 @@ impl<'a> Session<'a> {
             records,
             left_alone,
             facts,
+            windows,
         } = self;
         let names: BTreeSet<String> = run
             .policies
@@ -148,9 +165,10 @@ impl<'a> Session<'a> {
             budget: Budget::new(Caps::DEFAULT, None),
         };
         let mut refreshed = plan.request.refresh.clone();
-        let mut reports = Vec::with_capacity(run.policies.len());
+        let mut policies = Vec::with_capacity(run.policies.len());
         let mut concerns = Vec::with_capacity(run.policies.len());
         let mut not_started = Vec::new();
+        let mut taken = 0;
         for (index, policy) in run.policies.into_iter().enumerate() {
             if interrupt::received().is_some() {
                 not_started.push(format!("policy {} (not started)", policy.admitted.name));
@@ -167,35 +185,39 @@ impl<'a> Session<'a> {
                 plan,
                 runtime: &run.runtime,
                 left_alone: &left_alone,
+                windows: windows.as_ref(),
             };
-            let (report, references);
-            (report, references, provider) =
+            let (mut acted, references);
+            (acted, references, provider) =
                 run_one(shared, policy, options, provider, started, &mut watching)?;
+            acted.first = taken;
+            taken += acted.report.calls.len();
             // What it changed counts as changed for the policies after it.
             refreshed.extend(
-                report
+                acted
+                    .report
                     .resources
                     .iter()
                     .filter(|r| r.changed)
                     .map(|r| r.resource.to_string()),
             );
-            let result = PolicyResult::of(&key, &report);
-            sink.finished(&result);
+            let result = PolicyResult::of(&key, &acted.report);
+            sink.acted(&result);
             concerns.push(Concern::of(key.clone(), result, references));
-            reports.push(report);
+            policies.push(acted);
         }
-        let report = finish(
-            plan,
-            provider.as_mut(),
-            watching,
-            reports,
-            &names,
-            not_started,
-        );
+        let closing = close(plan, provider.as_mut(), watching, &names);
         Ok(Converged {
-            report,
             lock,
             concerns,
+            acted: Acted {
+                policies,
+                closing,
+                windows,
+                provider: Some(provider),
+                not_started,
+                labels: plan.settings.labels.clone(),
+            },
         })
     }
 }
@@ -235,26 +257,162 @@ fn options_for(
     }
 }
 
-/// What a session leaves: the report, the lock (held until the outputs
-/// are written) and what each policy that ran concerns.
+/// What a session leaves: its policies acted (their report to come), the
+/// lock (held until the outputs are written) and what each policy that ran
+/// concerns.
 pub(super) struct Converged {
-    pub(super) report: Report,
-    pub(super) lock: RunLock,
+    pub(super) acted: Acted,
+    pub(super) lock: Arc<RunLock>,
     pub(super) concerns: Vec<Concern>,
 }
 
+/// A run whose policies all acted, its reload made and its subscriptions
+/// recorded: what is left is each start's settle window. A `host run`'s
+/// are judged already; a watch's may still be open (the watch judges them
+/// with [`Provider::settle`] while it goes on), and the run's report waits
+/// for them: nothing is reported before its window is judged.
+pub(crate) struct Acted {
+    policies: Vec<PolicyActed>,
+    /// What the run's end adds to its last policy's report.
+    closing: Vec<Closing>,
+    windows: Option<RunWindows>,
+    /// Kept to judge the watch's windows with; let go of when a newer run
+    /// can ([`Acted::let_go`]).
+    provider: Option<Box<dyn Provider>>,
+    not_started: Vec<String>,
+    labels: crate::facts::Labels,
+}
+
+/// One policy of a run that acted.
+struct PolicyActed {
+    key: String,
+    /// Its report from the records as they were when it returned: its
+    /// report, unless a settle window then open fails.
+    report: RunReport,
+    /// The place of its first record among the run's.
+    first: usize,
+    /// What its report is built from again when a window fails (a
+    /// watch's run with windows open).
+    again: Option<Again>,
+}
+
+/// What a policy's report is built from.
+struct Again {
+    record: RunRecord,
+    outcome: Result<crate::contract::Report, RunFailure>,
+    survey: Survey,
+    left_alone: LeftAlone,
+    report_bytes: usize,
+}
+
+impl Again {
+    fn report(&self, calls: Vec<CallRecord>) -> RunReport {
+        let record = &self.record;
+        let mut outcome =
+            GuestOutcome::new(self.outcome.clone(), &calls, record.noop, self.report_bytes);
+        outcome.watch(&self.survey);
+        outcome.left_alone(&self.left_alone);
+        RunReport::new(RunRecord {
+            outcome,
+            calls,
+            ..record.clone()
+        })
+    }
+}
+
+/// What the run's end adds to its last report: calls (its reload), an
+/// error, the time it took.
+struct Closing {
+    calls: Vec<CallRecord>,
+    error: Option<String>,
+    took: std::time::Duration,
+}
+
+impl Acted {
+    /// Whether a settle window this run opened is still open.
+    pub(crate) fn settling(&self) -> bool {
+        self.windows.as_ref().is_some_and(RunWindows::open)
+    }
+
+    /// The run's provider, which can judge any of the watch's windows
+    /// still open, unless it was let go of.
+    pub(crate) fn provider(&mut self) -> Option<&mut (dyn Provider + 'static)> {
+        self.provider.as_deref_mut()
+    }
+
+    /// Lets go of the provider (its connection to systemd): a newer run's
+    /// judges the windows.
+    pub(crate) fn let_go(&mut self) {
+        self.provider = None;
+    }
+
+    /// The run's report, its windows judged: a policy a failed window
+    /// concerns is reported again from its records, amended; each policy's
+    /// result then goes to `sink`. Said interrupted when a signal came.
+    pub(crate) fn report(self, sink: &mut dyn Sink) -> Report {
+        let verdicts = self
+            .windows
+            .as_ref()
+            .map(RunWindows::take_verdicts)
+            .unwrap_or_default();
+        let mut reports = Vec::with_capacity(self.policies.len());
+        for policy in self.policies {
+            let PolicyActed {
+                key,
+                mut report,
+                first,
+                again,
+            } = policy;
+            let end = first + report.calls.len();
+            let mine: Vec<_> = verdicts
+                .iter()
+                .filter(|v| (first..end).contains(&v.record))
+                .collect();
+            if let (Some(again), false) = (&again, mine.is_empty()) {
+                let mut calls = std::mem::take(&mut report.calls);
+                for verdict in mine {
+                    let call = &mut calls[verdict.record - first];
+                    call.outcome = crate::provider::Outcome::of(&verdict.error);
+                    call.error = Some(crate::text::Untrusted::new(verdict.error.message()));
+                    call.journal.clone_from(&verdict.journal);
+                }
+                report = again.report(calls);
+            }
+            reports.push((key, report));
+        }
+        for closing in self.closing {
+            match reports.last_mut() {
+                Some((_, last)) => last.close(closing.calls, closing.error, closing.took),
+                None => {
+                    if let Some(error) = closing.error {
+                        tracing::error!("{error}");
+                    }
+                }
+            }
+        }
+        for (key, report) in &reports {
+            sink.finished(&PolicyResult::of(key, report));
+        }
+        let mut report = Report::new(reports.into_iter().map(|(_, r)| r).collect());
+        report.set_labels(self.labels.iter());
+        if let Some(signal) = interrupt::received() {
+            report.interrupt(interrupt::name(signal), self.not_started);
+        }
+        report
+    }
+}
+
 /// The run's end: the one reload after enablement changes (reported with
-/// the last policy), what the subscriptions look like now for the next run
-/// (not in a noop run; an interrupted run forgets no policy it did not
-/// reach), and the report, said interrupted when a signal came.
-fn finish(
+/// the last policy), and what the subscriptions look like now for the
+/// next run (not in a noop run; an interrupted run forgets no policy it
+/// did not reach).
+fn close(
     plan: &Plan<'_>,
     provider: &mut dyn Provider,
     mut watching: Watching,
-    mut reports: Vec<RunReport>,
     names: &BTreeSet<String>,
-    not_started: Vec<String>,
-) -> Report {
+) -> Vec<Closing> {
+    let mut closing = Vec::new();
     let reload_started = Instant::now();
     let reloaded = provider.finish().map_err(|e| {
         format!(
@@ -263,35 +421,24 @@ fn finish(
         )
     });
     let calls = provider.take_calls();
-    // What the subscriptions' files and packages look like, for the next
-    // run. A noop run records nothing; an interrupted one forgets no
-    // policy it did not reach.
     if !plan.request.noop() {
         if interrupt::received().is_none() && plan.whole {
             watching.records.keep_policies(names);
         }
         if let Err(e) = watching.records.save() {
-            let error = format!("{e:#}; the next run sees the same changes again");
-            match reports.last_mut() {
-                Some(last) => last.close(Vec::new(), Some(error), Default::default()),
-                None => tracing::error!("{error}"),
-            }
+            closing.push(Closing {
+                calls: Vec::new(),
+                error: Some(format!("{e:#}; the next run sees the same changes again")),
+                took: Default::default(),
+            });
         }
     }
-    match reports.last_mut() {
-        Some(last) => last.close(calls, reloaded.err(), reload_started.elapsed()),
-        None => {
-            if let Err(e) = reloaded {
-                tracing::error!("{e}");
-            }
-        }
-    }
-    let mut report = Report::new(reports);
-    report.set_labels(plan.settings.labels.iter());
-    if let Some(signal) = interrupt::received() {
-        report.interrupt(interrupt::name(signal), not_started);
-    }
-    report
+    closing.push(Closing {
+        calls,
+        error: reloaded.err(),
+        took: reload_started.elapsed(),
+    });
+    closing
 }
 
 /// What every policy of a run shares.
@@ -300,13 +447,17 @@ struct Shared<'r> {
     runtime: &'r PolicyRuntime,
     /// The units the run leaves alone (paused, held back).
     left_alone: &'r LeftAlone,
+    windows: Option<&'r RunWindows>,
 }
 
 /// Runs one policy and builds its report from the host's own record; the
 /// provider, shared by the run's policies, is handed back. Before the policy
 /// applies anything, its subscriptions' files and packages are compared with
 /// what `watching` recorded; afterwards, what its apply made good is
-/// recorded there. Also hands back the references its services subscribe to.
+/// recorded there (in a watch's run, before its windows are judged: a start
+/// whose unit then dies is the next run's to repair, as a unit down, with
+/// the subscription's change in its files). Also hands back the references
+/// its services subscribe to.
 fn run_one(
     shared: Shared<'_>,
     policy: ReadyPolicy,
@@ -314,11 +465,12 @@ fn run_one(
     provider: Box<dyn Provider>,
     started: Instant,
     watching: &mut Watching,
-) -> anyhow::Result<(RunReport, BTreeSet<String>, Box<dyn Provider>)> {
+) -> anyhow::Result<(PolicyActed, BTreeSet<String>, Box<dyn Provider>)> {
     let Shared {
         plan,
         runtime,
         left_alone,
+        windows,
     } = shared;
     let ReadyPolicy {
         key,
@@ -343,16 +495,8 @@ fn run_one(
     }
     let calls = provider.take_calls();
     let provider_info = provider_info(provider.as_mut());
-    let mut outcome = GuestOutcome::new(
-        run.outcome,
-        &calls,
-        plan.request.noop(),
-        plan.settings.limits.report_bytes,
-    );
-    outcome.watch(&survey);
-    outcome.left_alone(left_alone);
-    let report = RunReport::new(RunRecord {
-        key,
+    let record = RunRecord {
+        key: key.clone(),
         policy: admitted.name,
         source: admitted.source,
         settings_source: settings.map(|doc| doc.admitted.source.clone()),
@@ -360,21 +504,42 @@ fn run_one(
         signature: admitted.signature,
         compile: CompileInfo::of(&compiled),
         provider: provider_info,
-        outcome,
-        calls,
+        outcome: GuestOutcome::default(),
+        calls: Vec::new(),
         log: run.log,
         duration: started.elapsed(),
-    });
+    };
+    let again = Again {
+        record,
+        outcome: run.outcome,
+        survey,
+        left_alone: left_alone.clone(),
+        report_bytes: plan.settings.limits.report_bytes,
+    };
+    let report = again.report(calls);
     if !plan.request.noop() {
-        record_subscriptions(&survey, &report, watching);
+        record_subscriptions(&again.survey, &report, watching);
     }
-    let references = survey
+    let references = again
+        .survey
         .services
         .iter()
         .flat_map(|service| &service.references)
         .map(|watched| watched.reference.clone())
         .collect();
-    Ok((report, references, provider))
+    // Kept only while a window of the run is open: its verdict may change
+    // what the report says.
+    let again = windows.is_some_and(RunWindows::open).then_some(again);
+    Ok((
+        PolicyActed {
+            key,
+            report,
+            first: 0,
+            again,
+        },
+        references,
+        provider,
+    ))
 }
 
 /// Records what the policy's apply made good of its subscriptions. A

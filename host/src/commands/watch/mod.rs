@@ -24,17 +24,18 @@ mod signals;
 mod targets;
 mod wake;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 
 use crate::cli::{RunArgs, WatchArgs};
-use crate::commands::run::{self, Cycled, Selection, Sink};
+use crate::commands::run::{self, Cycled, Selection, Settling, Sink};
 use crate::guest::ResourceOutcome;
 use crate::left_alone::backoff::{self, Backoff};
 use crate::left_alone::{until_words, Kind, LeftAlone, Reason};
+use crate::provider::Windows;
 use crate::report::catalogue;
 use crate::report::machine::{self, RunCause, WatchState};
 use crate::report::result::{PolicyResult, StartWhy};
@@ -107,9 +108,8 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
             ready = true;
         }
         let mut pending = Pending::following(ran.follow_ups);
-        match wait(
+        match watch.wait(
             &woken,
-            &watch.targets,
             &mut pending,
             (next_resync, timing.debounce),
             watchdog.as_ref(),
@@ -117,6 +117,8 @@ pub fn execute(watch_args: &WatchArgs) -> anyhow::Result<i32> {
             Next::Run(next) => due = next,
             Next::Stop(signal) => {
                 notify::stopping();
+                // Runs whose windows are open are judged now, and reported.
+                watch.settle(&[], true);
                 // Monitoring sees the watch stop, not a watch gone quiet.
                 let mut me = watch.account(&timing, bus.dropped(), next_resync);
                 me.up = false;
@@ -180,58 +182,6 @@ enum Next {
     Stop(&'static str),
 }
 
-/// Waits for the next run: wakes gathered until due, or the resync.
-fn wait(
-    woken: &Receiver<Wake>,
-    targets: &Targets,
-    pending: &mut Pending,
-    (next_resync, debounce): (Instant, Duration),
-    watchdog: Option<&notify::Watchdog>,
-) -> Next {
-    loop {
-        let now = Instant::now();
-        if let Some(due) = pending.take_if_due(now, debounce) {
-            return Next::Run(due);
-        }
-        if now >= next_resync {
-            return Next::Run(Due {
-                selection: Selection::All,
-                causes: vec![Cause::Resync],
-            });
-        }
-        let mut until = next_resync;
-        if let Some(at) = pending.due_at(debounce) {
-            until = until.min(at);
-        }
-        if let Some(dog) = watchdog {
-            // Alive while waiting, a little past the wait's end.
-            dog.alive_for(until.saturating_duration_since(now) + Duration::from_secs(10));
-        }
-        match woken.recv_timeout(until.saturating_duration_since(now)) {
-            Ok(wake) => {
-                // With what else came meanwhile (a run under way makes the
-                // wakes queue): one run for them all.
-                for wake in std::iter::once(wake).chain(woken.try_iter()) {
-                    if let Wake::Stop(signal) = wake {
-                        return Next::Stop(signal);
-                    }
-                    let (keys, cause) = targets.concerned(&wake);
-                    if wake.may_burst() {
-                        pending.add(keys, Cause::Event(cause), Instant::now());
-                    } else {
-                        pending.add_lone(keys, Cause::Event(cause), Instant::now());
-                    }
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            // Every watcher is gone: only resyncs are left.
-            Err(RecvTimeoutError::Disconnected) => {
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
-            }
-        }
-    }
-}
-
 /// What the watch knows between runs.
 struct Watch {
     lines: Lines,
@@ -256,6 +206,11 @@ struct Watch {
     last_event_run: Option<(u64, String)>,
     /// The engine and the compiled policies, from one run to the next.
     kept: run::Kept,
+    /// The settle windows its runs left open, shared by them all.
+    windows: Windows,
+    /// Runs whose reports wait for their windows (or for an earlier run's),
+    /// oldest first: reported in that order.
+    settling: VecDeque<Settling>,
 }
 
 impl Watch {
@@ -274,6 +229,79 @@ impl Watch {
             holds: BTreeMap::new(),
             last_event_run: None,
             kept: run::Kept::default(),
+            windows: Windows::default(),
+            settling: VecDeque::new(),
+        }
+    }
+
+    /// Waits for the next run: wakes gathered until due, or the resync.
+    fn wait(
+        &mut self,
+        woken: &Receiver<Wake>,
+        pending: &mut Pending,
+        (next_resync, debounce): (Instant, Duration),
+        watchdog: Option<&notify::Watchdog>,
+    ) -> Next {
+        loop {
+            if self
+                .windows
+                .next_end()
+                .is_some_and(|end| end <= Instant::now())
+            {
+                self.settle(&[], false);
+            }
+            let now = Instant::now();
+            if let Some(due) = pending.take_if_due(now, debounce) {
+                return Next::Run(due);
+            }
+            if now >= next_resync {
+                return Next::Run(Due {
+                    selection: Selection::All,
+                    causes: vec![Cause::Resync],
+                });
+            }
+            let mut until = next_resync;
+            if let Some(at) = pending.due_at(debounce) {
+                until = until.min(at);
+            }
+            if let Some(end) = self.windows.next_end() {
+                until = until.min(end);
+            }
+            if let Some(dog) = watchdog {
+                // Alive while waiting, a little past the wait's end.
+                dog.alive_for(until.saturating_duration_since(now) + Duration::from_secs(10));
+            }
+            match woken.recv_timeout(until.saturating_duration_since(now)) {
+                Ok(wake) => {
+                    // With what else came meanwhile (a run under way makes the
+                    // wakes queue): one run for them all.
+                    let mut moved = Vec::new();
+                    for wake in std::iter::once(wake).chain(woken.try_iter()) {
+                        if let Wake::Stop(signal) = wake {
+                            return Next::Stop(signal);
+                        }
+                        if let Wake::Unit(unit) = &wake {
+                            moved.push(unit.clone());
+                        }
+                        let (keys, cause) = self.targets.concerned(&wake);
+                        if wake.may_burst() {
+                            pending.add(keys, Cause::Event(cause), Instant::now());
+                        } else {
+                            pending.add_lone(keys, Cause::Event(cause), Instant::now());
+                        }
+                    }
+                    // A unit that went down inside its window is judged now,
+                    // before the run it wakes.
+                    if !moved.is_empty() {
+                        self.settle(&moved, false);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                // Every watcher is gone: only resyncs are left.
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                }
+            }
         }
     }
 
@@ -307,6 +335,8 @@ impl Watch {
         }
         let held = self.held(now);
         let watch_run = run::WatchRun {
+            windows: &self.windows,
+            lock: self.settling.back().map(Settling::lock),
             selection: &due.selection,
             first: self.runs == 1,
             held,
@@ -328,11 +358,18 @@ impl Watch {
         }
         let mut follow_ups = Vec::new();
         let config = match cycled {
-            Ok(cycled) => {
+            Ok(mut cycled) => {
                 if self.failed.take().is_some() {
                     self.lines.note("runs happen again");
                 }
                 self.learn(&cycled);
+                if let Some(settling) = cycled.settling.take() {
+                    // One connection to systemd judges them all: the newest.
+                    if let Some(older) = self.settling.back_mut() {
+                        older.let_go_of_provider();
+                    }
+                    self.settling.push_back(settling);
+                }
                 Some(cycled.config)
             }
             Err(e) => {
@@ -365,6 +402,33 @@ impl Watch {
             });
         }
         Ran { config, follow_ups }
+    }
+
+    /// Judges the open windows that are due (every one when `all`; see
+    /// [`crate::provider::Provider::settle`]), then reports, in order, the
+    /// runs no window holds back any more.
+    fn settle(&mut self, moved: &[String], all: bool) {
+        if let Some(provider) = self.settling.back_mut().and_then(Settling::provider) {
+            provider.settle(moved, all);
+        }
+        while self.settling.front().is_some_and(|s| !s.open()) {
+            let Some(settled) = self.settling.pop_front() else {
+                break;
+            };
+            let cause = settled.said().to_owned();
+            let mut sink = Results {
+                lines: &self.lines,
+                backoff: &mut self.backoff,
+                holding: &mut self.holding,
+                holds: &mut self.holds,
+                cause: &cause,
+                last: None,
+            };
+            settled.finish(&mut sink);
+            if let Some(last) = sink.last {
+                self.last_repair = Some(last);
+            }
+        }
     }
 
     fn learn(&mut self, cycled: &Cycled) {
@@ -527,11 +591,16 @@ struct Results<'w> {
 }
 
 impl Sink for Results<'_> {
+    /// The backoff counts a run's starts as it makes them: the next run,
+    /// which may come before this one's windows end, holds back by them.
+    fn acted(&mut self, result: &PolicyResult<'_>) {
+        self.count_starts(result);
+    }
+
     fn finished(&mut self, result: &PolicyResult<'_>) {
         if let Some(last) = log_changes(self.lines, result.report, self.cause) {
             self.last = Some(last);
         }
-        self.count_starts(result);
     }
 
     fn held(&self) -> LeftAlone {

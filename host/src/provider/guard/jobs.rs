@@ -193,6 +193,14 @@ impl<B: Backend> Units<B> {
             while self.jobs.pending.len() >= self.jobs.slots.max(1) {
                 self.wait_for(Awaited::Any, run);
             }
+        } else if let Some(failed) = self.start_counted(&key, run) {
+            // An enablement change is never made after a start that did not
+            // count, as after any failed start.
+            return Err(ProviderError::CommandFailed(format!(
+                "{} {key} was not made: the start before it did not count ({})",
+                operation.verb(),
+                failed.message()
+            )));
         }
         run.calls.restart_clock();
         let started = Instant::now();

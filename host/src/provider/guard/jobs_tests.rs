@@ -185,6 +185,7 @@ fn guarded_with(
         settle: Duration::ZERO,
         left_alone: Default::default(),
         reload_before_change: Default::default(),
+        windows: None,
     };
     set(&mut guard);
     (crate::provider::guarded(backend, guard), seen)

@@ -35,6 +35,10 @@ pub struct Record {
 pub(crate) struct Calls {
     made: Vec<CallRecord>,
     current: Option<Current>,
+    /// How many records were handed out before `made`'s first: a place
+    /// counts from the run's first record, so that a window judged after
+    /// its record was handed out still names it ([`super::settle`]).
+    taken: usize,
 }
 
 /// The guest's call under way.
@@ -106,15 +110,17 @@ impl Calls {
     /// record is made between a change reaching the backend and its
     /// return).
     pub(super) fn next(&self) -> usize {
-        self.made.len()
+        self.taken + self.made.len()
     }
 
-    /// The record at `place`, the call under way's included.
+    /// The record at `place`, the call under way's included; `None` once
+    /// it was handed out.
     pub(super) fn get_mut(&mut self, place: usize) -> Option<&mut CallRecord> {
-        if place == self.made.len() {
+        if place == self.next() {
             return self.current();
         }
-        self.made.get_mut(place)
+        let at = place.checked_sub(self.taken)?;
+        self.made.get_mut(at)
     }
 
     /// Records a call that is not the guest's (the run's daemon-reload).
@@ -131,6 +137,7 @@ impl Calls {
 
     /// Every record, leaving none.
     fn take(&mut self) -> Vec<CallRecord> {
+        self.taken += self.made.len();
         std::mem::take(&mut self.made)
     }
 }
@@ -212,6 +219,11 @@ impl<S: Service<str>> Provider for Over<Record, S> {
     fn finish(&mut self) -> Result<(), ProviderError> {
         self.inner.finish(&mut Run::new(&mut self.step.calls))
     }
+
+    fn settle(&mut self, changed: &[String], all: bool) {
+        self.inner
+            .settle(changed, all, &mut Run::new(&mut self.step.calls));
+    }
 }
 
 /// The name check (a unit name systemd would take, never an option), the
@@ -272,6 +284,10 @@ impl<S: Service<CheckedName>> Service<str> for Over<Names, S> {
 
     fn hand_out(&mut self, run: &mut Run<'_>) {
         self.inner.hand_out(run);
+    }
+
+    fn settle(&mut self, changed: &[String], all: bool, run: &mut Run<'_>) {
+        self.inner.settle(changed, all, run);
     }
 
     fn finish(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError> {
@@ -338,6 +354,10 @@ impl<S: Service<CheckedName>> Service<CheckedName> for Over<LeftAloneUnits, S> {
         self.inner.hand_out(run);
     }
 
+    fn settle(&mut self, changed: &[String], all: bool, run: &mut Run<'_>) {
+        self.inner.settle(changed, all, run);
+    }
+
     fn finish(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError> {
         self.inner.finish(run)
     }
@@ -391,6 +411,10 @@ impl<S: Service<CheckedName>> Service<CheckedName> for Over<Noop, S> {
 
     fn hand_out(&mut self, run: &mut Run<'_>) {
         self.inner.hand_out(run);
+    }
+
+    fn settle(&mut self, changed: &[String], all: bool, run: &mut Run<'_>) {
+        self.inner.settle(changed, all, run);
     }
 
     fn finish(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError> {
@@ -452,6 +476,11 @@ impl<S: Service<CheckedName>> Service<CheckedName> for Over<Deadline, S> {
     fn hand_out(&mut self, run: &mut Run<'_>) {
         run.budget = Some(self.step.budget());
         self.inner.hand_out(run);
+    }
+
+    fn settle(&mut self, changed: &[String], all: bool, run: &mut Run<'_>) {
+        run.budget = Some(self.step.budget());
+        self.inner.settle(changed, all, run);
     }
 
     fn finish(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError> {

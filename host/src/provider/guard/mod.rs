@@ -57,7 +57,10 @@
 //! systemd's words, and the status says so as the start's outcome (and its
 //! record too). Windows of units started side by side run side by side. A
 //! failed start, restart or window also gets the last lines the unit wrote
-//! to the journal, in its record only (never given to a guest).
+//! to the journal, in its record only (never given to a guest). A watch's
+//! runs leave their windows open (`settle.rs`, [`Windows`]): a status reads
+//! the unit at once, an enablement change waits for its start's window,
+//! and the verdict reaches the run's records when it comes.
 
 use std::time::{Duration, Instant};
 
@@ -73,6 +76,7 @@ pub(crate) use self::layers::{Calls, Deadline, LeftAloneUnits, Names, Noop, Reco
 pub(crate) use self::reload::Reload;
 pub use self::reload::ReloadBeforeChange;
 pub(crate) use self::settle::Settle;
+pub use self::settle::{RunWindows, Verdict, Windows};
 pub(crate) use self::stack::{Over, Stack};
 pub(crate) use self::units::Units;
 use super::backend::{Budget, Change};
@@ -103,6 +107,8 @@ pub(crate) struct Guard {
     pub(crate) left_alone: LeftAlone,
     /// Whether a change makes the run's daemon-reload first.
     pub(crate) reload_before_change: ReloadBeforeChange,
+    /// A watch's run: its windows outlive it there, judged later.
+    pub(crate) windows: Option<RunWindows>,
 }
 
 /// The guard's stack over backend `B`, as [`crate::provider::guarded`]
@@ -146,8 +152,11 @@ pub(crate) trait Service<Name: ?Sized>: Described {
     /// No command may run past `deadline` (the run's wall-clock limit).
     fn set_deadline(&mut self, deadline: Instant);
     /// Every job and settle window over, each record completed: the records
-    /// are handed out.
+    /// are handed out (a watch's run: its windows still open).
     fn hand_out(&mut self, run: &mut Run<'_>);
+    /// Judges the open windows of a watch's runs that are due (see
+    /// [`super::Provider::settle`]).
+    fn settle(&mut self, changed: &[String], all: bool, run: &mut Run<'_>);
     /// Ends the run (see [`super::Provider::finish`]).
     fn finish(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError>;
 }

@@ -125,6 +125,10 @@ impl<B: Backend> Service<CheckedName> for Over<Reload, Units<B>> {
         self.inner.hand_out(run);
     }
 
+    fn settle(&mut self, changed: &[String], all: bool, run: &mut Run<'_>) {
+        self.inner.settle_due(changed, all, run);
+    }
+
     /// Once every job and window is over: the reload after enablement
     /// changes.
     fn finish(&mut self, run: &mut Run<'_>) -> Result<(), ProviderError> {

@@ -223,6 +223,7 @@ fn guarded_with(
         settle,
         left_alone: Default::default(),
         reload_before_change: Default::default(),
+        windows: None,
     };
     set(&mut guard);
     (crate::provider::guarded(backend, guard), seen, start)
@@ -403,5 +404,167 @@ fn a_window_the_guest_never_closed_is_judged_before_the_records_are_handed_out()
         start.outcome,
         Outcome::Failed(ErrorKind::CommandFailed),
         "{calls:?}"
+    );
+}
+
+/// A watch's run ([`Windows`]): its status reads a unit as it is, its
+/// records are handed out with the window still open, and the window is
+/// judged when the watch asks, as late as its end; a unit that dies in it
+/// is judged as early as systemd says it moved, and the verdict is owed to
+/// the run, naming the start's record among all its run's records.
+#[test]
+fn a_watchs_run_hands_out_its_records_with_the_window_open_and_is_owed_its_verdict() {
+    let windows = Windows::default();
+    let run = windows.begin_run();
+    let (mut p, seen, t0) = guarded_with(
+        SETTLE,
+        &[("bad", Fate::Dies(Duration::from_millis(600)))],
+        |g| g.windows = Some(run.clone()),
+    );
+    p.mutate(Operation::Start, "good").unwrap();
+    assert!(p.status("good").unwrap().running);
+    // A first policy's records, then a second's, as a run takes them.
+    let first = p.take_calls();
+    assert_eq!(first.len(), 3, "the run's reload, the start, the status");
+    p.mutate(Operation::Start, "bad").unwrap();
+    let status = p.status("bad").unwrap();
+    assert!(status.running && status.job.is_none(), "{status:?}");
+    let second = p.take_calls();
+    assert_eq!(
+        elapsed(&p, t0),
+        Duration::ZERO,
+        "nothing waited for a window"
+    );
+    assert!(first.iter().chain(&second).all(|c| c.outcome.is_ok()));
+    assert!(run.open());
+    assert_eq!(windows.next_end(), Some(t0 + SETTLE));
+
+    // 0.3 s: good moved (say), and is still up: its window stays open.
+    p.backend_mut().now = t0 + Duration::from_millis(300);
+    p.settle(&["good.service".to_owned()], false);
+    assert!(run.open());
+    assert!(run.take_verdicts().is_empty());
+
+    // 0.7 s: bad died at 0.6 s; systemd says so: judged now, good's is not.
+    p.backend_mut().now = t0 + Duration::from_millis(700);
+    p.settle(&["bad.service".to_owned()], false);
+    let verdicts = run.take_verdicts();
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+    assert_eq!(
+        verdicts[0].record, 3,
+        "bad's start, the run's fourth record"
+    );
+    assert!(
+        verdicts[0]
+            .error
+            .message()
+            .starts_with("bad.service did not stay up"),
+        "{verdicts:?}"
+    );
+    assert_eq!(verdicts[0].journal, [Untrusted::new("boom: bad config")]);
+    assert!(run.open(), "good's window is open until its end");
+    assert!(seen
+        .lock()
+        .unwrap()
+        .log
+        .contains(&"journal bad.service".to_owned()));
+
+    // Its end: good stayed up, no verdict is owed, nothing is open.
+    p.backend_mut().now = t0 + SETTLE;
+    p.settle(&[], false);
+    assert!(!run.open());
+    assert!(run.take_verdicts().is_empty());
+    assert_eq!(windows.next_end(), None);
+}
+
+/// A later run that changes a unit ends the window an earlier run opened
+/// on it, as a run ends its own: judged then, and owed to the earlier run,
+/// never said to the later run's guest.
+#[test]
+fn a_later_runs_change_ends_an_earlier_runs_window_and_the_verdict_is_the_earlier_runs() {
+    let windows = Windows::default();
+    let (first, second) = (windows.begin_run(), windows.begin_run());
+    let (mut p1, _, t0) = guarded_with(
+        SETTLE,
+        &[("web", Fate::Dies(Duration::from_millis(200)))],
+        |g| g.windows = Some(first.clone()),
+    );
+    p1.mutate(Operation::Start, "web").unwrap();
+    let _ = p1.take_calls();
+    assert!(first.open());
+    let (mut p2, _, _) = guarded_with(
+        SETTLE,
+        &[("web", Fate::Dies(Duration::from_millis(200)))],
+        |g| g.windows = Some(second.clone()),
+    );
+    // The second run's backend saw the same start, 0.5 s ago.
+    p2.backend_mut().now = t0 + Duration::from_millis(500);
+    p2.backend_mut().started.insert("web.service".into(), t0);
+    p2.mutate(Operation::Restart, "web").unwrap();
+    assert!(!first.open(), "the restart ended the first run's window");
+    let verdicts = first.take_verdicts();
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+    assert_eq!(verdicts[0].record, 1, "after the run's reload");
+    assert!(second.take_verdicts().is_empty());
+    let job = p2.status("web").unwrap().job;
+    assert!(
+        job.as_ref().is_none_or(|j| j.error.is_none()),
+        "the second run's guest is told of its own restart only: {job:?}"
+    );
+    assert!(second.open(), "the restart opened the second run's window");
+    // The watch ends: every window judged now.
+    p2.settle(&[], true);
+    assert!(!second.open());
+    assert_eq!(windows.next_end(), None);
+}
+
+/// `host run`'s windows are its own: judged within it, as before.
+#[test]
+fn a_run_of_its_own_waits_for_its_windows_before_handing_out_its_records() {
+    let (mut p, _, t0) = guarded(SETTLE, &[]);
+    p.mutate(Operation::Start, "web").unwrap();
+    let _ = p.take_calls();
+    assert_eq!(elapsed(&p, t0), SETTLE);
+}
+
+/// In a watch's run an enablement change after a start waits for the
+/// start's window: it is never made after a start that did not count.
+#[test]
+fn a_watchs_run_enables_a_unit_only_once_its_start_counted() {
+    let windows = Windows::default();
+    let (mut p, _, t0) = guarded_with(
+        SETTLE,
+        &[("bad", Fate::Dies(Duration::from_millis(400)))],
+        |g| g.windows = Some(windows.begin_run()),
+    );
+    p.mutate(Operation::Start, "bad").unwrap();
+    assert!(p.status("bad").unwrap().running, "read as it is, at once");
+    let error = p.mutate(Operation::Enable, "bad").unwrap_err();
+    assert_eq!(elapsed(&p, t0), Duration::from_millis(400));
+    assert!(
+        error.message().starts_with(
+            "enable bad.service was not made: the start before it did not count (bad.service \
+             did not stay up"
+        ),
+        "{error:?}"
+    );
+    assert!(!p
+        .backend()
+        .seen
+        .lock()
+        .unwrap()
+        .log
+        .iter()
+        .any(|l| l.starts_with("enable")));
+    let job = p.status("bad").unwrap().job.expect("the start's outcome");
+    assert!(job.error.is_some());
+
+    p.mutate(Operation::Start, "good").unwrap();
+    p.status("good").unwrap();
+    p.mutate(Operation::Enable, "good").unwrap();
+    assert_eq!(
+        elapsed(&p, t0),
+        Duration::from_millis(400) + SETTLE,
+        "good's enable waited for its window"
     );
 }

@@ -27,7 +27,9 @@ impl<B: Backend> Units<B> {
     }
 
     /// Reads `unit` once its pending job has ended and its settle window
-    /// has been judged; the status's clock starts after that wait.
+    /// has been judged (not in a watch's run: there the window is judged
+    /// at its end or when the unit moves, and the status reads the unit as
+    /// it is); the status's clock starts after that wait.
     /// `files_changed_too`: see [`Backend::status`].
     pub(super) fn read(
         &mut self,
@@ -37,7 +39,9 @@ impl<B: Backend> Units<B> {
     ) -> Result<Observed, ProviderError> {
         let key = job_key(unit);
         self.wait_for(Awaited::Unit(&key), run);
-        self.close_window(&key, true, run);
+        if self.status_waits_for_window() {
+            self.close_window(&key, true, run);
+        }
         run.calls.restart_clock();
         self.backend.status(unit, &run.budget(), files_changed_too)
     }
@@ -63,7 +67,8 @@ impl<B: Backend> Units<B> {
     }
 
     /// Every pending job awaited (within its time) and every open window
-    /// judged, so that each record says how its job ended.
+    /// judged (a watch's run leaves its windows open), so that each record
+    /// says how its job ended.
     pub(super) fn finish(&mut self, run: &mut Run<'_>) {
         self.wait_for(Awaited::All, run);
         self.close_windows(run);

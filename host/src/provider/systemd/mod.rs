@@ -60,6 +60,8 @@ pub struct SystemdConfig {
     pub left_alone: crate::left_alone::LeftAlone,
     /// Whether a change makes the run's daemon-reload first.
     pub reload_before_change: crate::provider::ReloadBeforeChange,
+    /// A watch's run: its settle windows outlive it, judged later.
+    pub windows: Option<crate::provider::RunWindows>,
 }
 
 /// How `status` reads a unit's state.

@@ -78,6 +78,7 @@ fn allowing(runner: &ScriptedRunner, noop: bool, allow: Option<UnitAllowlist>) -
             await_unit_jobs: true,
             left_alone: Default::default(),
             reload_before_change: Default::default(),
+            windows: None,
         },
         Box::new(runner.clone()),
     )
@@ -460,6 +461,7 @@ fn missing_systemctl_makes_every_call_unavailable() {
             await_unit_jobs: true,
             left_alone: Default::default(),
             reload_before_change: Default::default(),
+            windows: None,
         },
         Box::new(runner.clone()),
     );
