@@ -902,7 +902,8 @@ impl<'a> Session<'a> {
                 "one unit stopped, another {} ms later; the second's \
                  `InactiveEnterTimestampMonotonic` at its stop to `ActiveEnterTimestampMonotonic` \
                  after the repair (the first's repair is under way then: its start's settle \
-                 window, 1 s, is open)",
+                 window, 1 s, is open); the second unit is the lone stop's of the same trial, \
+                 at the same place in the manifest",
                 APART.as_millis()
             ),
             floor_measured: format!(
@@ -911,8 +912,12 @@ impl<'a> Session<'a> {
             ..Latency::default()
         };
         for k in 0..self.plan.trials {
-            let first = units[(2 * k) % units.len()].clone();
-            let second = units[(2 * k + 1) % units.len()].clone();
+            // The second is the lone stop's unit of the same trial: a repair
+            // costs a status per entry before its unit in the manifest, so
+            // the two are compared at the same places. The first is half the
+            // manifest away.
+            let second = units[k % units.len()].clone();
+            let first = units[(k + units.len() / 2) % units.len()].clone();
             let batch = [first.clone(), second.clone()];
             self.starts.pace(&batch);
             let repair: Repair = self.bench.inside(&Inside::Apart(Apart {

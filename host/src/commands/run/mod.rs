@@ -5,13 +5,16 @@
 //! 2. [`AdmittedRun`]: every policy and settings document read, verified
 //!    and compiled. A bad one stops the run with nothing applied.
 //! 3. [`Session`]: the machine's run lock taken, versions recorded, each
-//!    policy run against the one provider, the report built.
-//! 4. The outputs: the report printed, then written with the metrics.
+//!    policy run against the one provider.
+//! 4. [`Acted`]: the report, built once the settle windows of the run's
+//!    starts are judged (a watch's run may leave them open: [`Settling`]).
+//! 5. The outputs: the report printed, then written with the metrics.
 //!
 //! `host watch` runs the same phases at each wake ([`cycle`]), for the
 //! policies an event concerns, with a refused document refusing only its
 //! own policy.
 
+mod acted;
 mod admit;
 mod outputs;
 mod plan;
@@ -31,9 +34,9 @@ use crate::report::Report;
 
 use crate::provider::{Provider, Windows};
 use crate::settings::ConfigFile;
+use acted::Acted;
 use admit::{AdmittedRun, RefusedDocument};
 use plan::{Cycle, Plan, Request};
-use session::Acted;
 use session::Session;
 use std::sync::Arc;
 

@@ -17,15 +17,16 @@ use crate::interrupt;
 use crate::left_alone::pause::Pauses;
 use crate::left_alone::LeftAlone;
 use crate::lock::RunLock;
-use crate::provider::{CallRecord, Provider, RunWindows, SystemdConfig, Windows};
+use crate::provider::{Provider, RunWindows, SystemdConfig, Windows};
 use crate::report::result::PolicyResult;
-use crate::report::{CompileInfo, ProviderInfo, Report, RunRecord, RunReport};
+use crate::report::{CompileInfo, ProviderInfo, RunRecord, RunReport};
 use crate::resource::UnitName;
-use crate::runtime::{PolicyRuntime, RunFailure};
+use crate::runtime::PolicyRuntime;
 use crate::subscriptions::record::{self, Records};
 use crate::subscriptions::survey::{Sources, Survey};
 use crate::subscriptions::{dpkg, Budget, Caps};
 
+use super::acted::{Acted, Again, Closing, PolicyActed};
 use super::admit::{AdmittedRun, ReadyPolicy};
 use super::plan::Plan;
 use super::{Concern, Sink};
@@ -264,142 +265,6 @@ pub(super) struct Converged {
     pub(super) acted: Acted,
     pub(super) lock: Arc<RunLock>,
     pub(super) concerns: Vec<Concern>,
-}
-
-/// A run whose policies all acted, its reload made and its subscriptions
-/// recorded: what is left is each start's settle window. A `host run`'s
-/// are judged already; a watch's may still be open (the watch judges them
-/// with [`Provider::settle`] while it goes on), and the run's report waits
-/// for them: nothing is reported before its window is judged.
-pub(crate) struct Acted {
-    policies: Vec<PolicyActed>,
-    /// What the run's end adds to its last policy's report.
-    closing: Vec<Closing>,
-    windows: Option<RunWindows>,
-    /// Kept to judge the watch's windows with; let go of when a newer run
-    /// can ([`Acted::let_go`]).
-    provider: Option<Box<dyn Provider>>,
-    not_started: Vec<String>,
-    labels: crate::facts::Labels,
-}
-
-/// One policy of a run that acted.
-struct PolicyActed {
-    key: String,
-    /// Its report from the records as they were when it returned: its
-    /// report, unless a settle window then open fails.
-    report: RunReport,
-    /// The place of its first record among the run's.
-    first: usize,
-    /// What its report is built from again when a window fails (a
-    /// watch's run with windows open).
-    again: Option<Again>,
-}
-
-/// What a policy's report is built from.
-struct Again {
-    record: RunRecord,
-    outcome: Result<crate::contract::Report, RunFailure>,
-    survey: Survey,
-    left_alone: LeftAlone,
-    report_bytes: usize,
-}
-
-impl Again {
-    fn report(&self, calls: Vec<CallRecord>) -> RunReport {
-        let record = &self.record;
-        let mut outcome =
-            GuestOutcome::new(self.outcome.clone(), &calls, record.noop, self.report_bytes);
-        outcome.watch(&self.survey);
-        outcome.left_alone(&self.left_alone);
-        RunReport::new(RunRecord {
-            outcome,
-            calls,
-            ..record.clone()
-        })
-    }
-}
-
-/// What the run's end adds to its last report: calls (its reload), an
-/// error, the time it took.
-struct Closing {
-    calls: Vec<CallRecord>,
-    error: Option<String>,
-    took: std::time::Duration,
-}
-
-impl Acted {
-    /// Whether a settle window this run opened is still open.
-    pub(crate) fn settling(&self) -> bool {
-        self.windows.as_ref().is_some_and(RunWindows::open)
-    }
-
-    /// The run's provider, which can judge any of the watch's windows
-    /// still open, unless it was let go of.
-    pub(crate) fn provider(&mut self) -> Option<&mut (dyn Provider + 'static)> {
-        self.provider.as_deref_mut()
-    }
-
-    /// Lets go of the provider (its connection to systemd): a newer run's
-    /// judges the windows.
-    pub(crate) fn let_go(&mut self) {
-        self.provider = None;
-    }
-
-    /// The run's report, its windows judged: a policy a failed window
-    /// concerns is reported again from its records, amended; each policy's
-    /// result then goes to `sink`. Said interrupted when a signal came.
-    pub(crate) fn report(self, sink: &mut dyn Sink) -> Report {
-        let verdicts = self
-            .windows
-            .as_ref()
-            .map(RunWindows::take_verdicts)
-            .unwrap_or_default();
-        let mut reports = Vec::with_capacity(self.policies.len());
-        for policy in self.policies {
-            let PolicyActed {
-                key,
-                mut report,
-                first,
-                again,
-            } = policy;
-            let end = first + report.calls.len();
-            let mine: Vec<_> = verdicts
-                .iter()
-                .filter(|v| (first..end).contains(&v.record))
-                .collect();
-            if let (Some(again), false) = (&again, mine.is_empty()) {
-                let mut calls = std::mem::take(&mut report.calls);
-                for verdict in mine {
-                    let call = &mut calls[verdict.record - first];
-                    call.outcome = crate::provider::Outcome::of(&verdict.error);
-                    call.error = Some(crate::text::Untrusted::new(verdict.error.message()));
-                    call.journal.clone_from(&verdict.journal);
-                }
-                report = again.report(calls);
-            }
-            reports.push((key, report));
-        }
-        for closing in self.closing {
-            match reports.last_mut() {
-                Some((_, last)) => last.close(closing.calls, closing.error, closing.took),
-                None => {
-                    if let Some(error) = closing.error {
-                        tracing::error!("{error}");
-                    }
-                }
-            }
-        }
-        for (key, report) in &reports {
-            sink.finished(&PolicyResult::of(key, report));
-        }
-        let mut report = Report::new(reports.into_iter().map(|(_, r)| r).collect());
-        report.set_labels(self.labels.iter());
-        if let Some(signal) = interrupt::received() {
-            report.interrupt(interrupt::name(signal), self.not_started);
-        }
-        report
-    }
 }
 
 /// The run's end: the one reload after enablement changes (reported with

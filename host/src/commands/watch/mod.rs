@@ -250,6 +250,7 @@ impl Watch {
             {
                 self.settle(&[], false);
             }
+            self.report_settled();
             let now = Instant::now();
             if let Some(due) = pending.take_if_due(now, debounce) {
                 return Next::Run(due);
@@ -411,6 +412,12 @@ impl Watch {
         if let Some(provider) = self.settling.back_mut().and_then(Settling::provider) {
             provider.settle(moved, all);
         }
+        self.report_settled();
+    }
+
+    /// Reports, in order, the runs no window holds back any more (a later
+    /// run's change may have ended the last one).
+    fn report_settled(&mut self) {
         while self.settling.front().is_some_and(|s| !s.open()) {
             let Some(settled) = self.settling.pop_front() else {
                 break;
@@ -427,6 +434,7 @@ impl Watch {
             settled.finish(&mut sink);
             if let Some(last) = sink.last {
                 self.last_repair = Some(last);
+                notify::status(&self.status());
             }
         }
     }
