@@ -85,9 +85,9 @@ pub fn unit_journal(m: &Machine, unit: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `host run --no-wait` of what the watch runs: succeeds, changing nothing.
-pub fn host_run_beside(m: &Machine) {
-    let out = m.sandbox.exec(&[
+/// `host run --no-wait --detailed-exitcodes` of what the watch runs.
+pub fn host_run_no_wait(m: &Machine) -> std::process::Output {
+    m.sandbox.exec(&[
         m.host.to_str().unwrap(),
         "run",
         m.policy.to_str().unwrap(),
@@ -97,7 +97,12 @@ pub fn host_run_beside(m: &Machine) {
         SETTINGS,
         "--no-wait",
         "--detailed-exitcodes",
-    ]);
+    ])
+}
+
+/// [`host_run_no_wait`]: succeeds, changing nothing.
+pub fn host_run_beside(m: &Machine) {
+    let out = host_run_no_wait(m);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -105,6 +110,23 @@ pub fn host_run_beside(m: &Machine) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Waits up to `limit` for the watch to say a line that contains `text`
+/// and `also`; the line, or a panic with the watch's journal.
+pub fn await_said(m: &Machine, limit: Duration, text: &str, also: &str) -> String {
+    let mut line = None;
+    let came = eventually(limit, || {
+        line = said_with(m, text).filter(|l| l.contains(also));
+        line.is_some()
+    });
+    assert!(
+        came,
+        "the watch did not say {text:?} with {also:?}:
+{}",
+        journal(m)
+    );
+    line.unwrap_or_default()
 }
 
 /// The last line the watch said that contains `text`.

@@ -14,8 +14,9 @@ use policy_host_e2e::machine::{machine, Machine};
 use policy_host_e2e::requires::e2e_test;
 use policy_host_e2e::sandbox::sleep_service;
 use policy_host_e2e::watching::{
-    assert_restarted_once, eventually, host_run_beside, install_settings, journal, reloads,
-    report_stamp, said_with, start_watch, start_watch_of, wait_quiet, REPORT, SETTINGS, WATCH,
+    assert_restarted_once, await_said, eventually, host_run_beside, host_run_no_wait,
+    install_settings, journal, reloads, report_stamp, said_with, start_watch, start_watch_of,
+    wait_quiet, REPORT, SETTINGS, WATCH,
 };
 
 fn web_and_db() -> String {
@@ -633,16 +634,7 @@ fn a_drift_inside_another_units_settle_window_is_repaired_at_once_and_every_wind
     m.sandbox.systemctl_ok(&["stop", "wd-a"]);
     let a_up = up("wd-a");
     // Inside it, `host run` finds the machine's lock held.
-    let out = m.sandbox.exec(&[
-        m.host.to_str().unwrap(),
-        "run",
-        m.policy.to_str().unwrap(),
-        "--trusted-key",
-        m.trusted_key.to_str().unwrap(),
-        "--settings",
-        SETTINGS,
-        "--no-wait",
-    ]);
+    let out = host_run_no_wait(&m);
     let inside = m.monotonic("wd-a", "ActiveEnterTimestampMonotonic") == a_up
         && uptime_us(&m) < a_up + WINDOW_US;
     let said = String::from_utf8_lossy(&out.stderr);
@@ -663,15 +655,7 @@ fn a_drift_inside_another_units_settle_window_is_repaired_at_once_and_every_wind
         journal(&m)
     );
     // Each start is said when its window has passed, in order.
-    assert!(
-        eventually(Duration::from_secs(10), || said_with(
-            &m,
-            "service#wd-b: started"
-        )
-        .is_some()),
-        "{}",
-        journal(&m)
-    );
+    await_said(&m, Duration::from_secs(10), "service#wd-b: started", "");
     let said = journal(&m);
     let (a_at, b_at) = (
         said.find("service#wd-a: started")
@@ -690,14 +674,11 @@ fn a_drift_inside_another_units_settle_window_is_repaired_at_once_and_every_wind
     m.sandbox.systemctl_ok(&["stop", "wd-b"]);
     up("wd-b");
     m.sandbox.systemctl_ok(&["stop", "wd-c"]);
-    assert!(
-        eventually(Duration::from_secs(15), || said_with(
-            &m,
-            "service#wd-c: failed"
-        )
-        .is_some_and(|line| line.contains("did not stay up"))),
-        "wd-c's failed start was not said:\n{}",
-        journal(&m)
+    await_said(
+        &m,
+        Duration::from_secs(15),
+        "service#wd-c: failed",
+        "did not stay up",
     );
 }
 

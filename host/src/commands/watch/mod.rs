@@ -50,6 +50,9 @@ use self::wake::{Cause, Due, FollowUp, Pending, Wake};
 /// The longest a run can take within the host's own bounds (the lock wait
 /// and the wall clock, by default 10 and 15 minutes), for the watchdog.
 const RUN_BOUND: Duration = Duration::from_secs(30 * 60);
+/// The most runs kept waiting for settle windows (each with its reports):
+/// a run every 40 ms for a whole 1 s window is 25.
+const SETTLING: usize = 64;
 /// How soon a run that could not happen (the lock busy, host.toml wrong)
 /// is tried again, when nothing else wakes the watch first.
 const RETRY: Duration = Duration::from_secs(5);
@@ -189,7 +192,7 @@ struct Watch {
     /// Policies refused, with the message said (each said once).
     refused: BTreeMap<String, String>,
     /// The starts the watch made of each unit, and the holds they began.
-    backoff: Backoff,
+    hold: Holds,
     /// When the next of the operator's timed pauses ends: a full run then.
     pause_ends: Option<SystemTime>,
     /// The last error of a run that could not happen (said once).
@@ -198,10 +201,6 @@ struct Watch {
     runs: u64,
     /// When the watch started.
     started: SystemTime,
-    /// Why each unit held back is held.
-    holding: BTreeMap<String, HoldReason>,
-    /// Holds begun since the watch started, by why.
-    holds: BTreeMap<String, u64>,
     /// The last run for an event: when, and what woke it.
     last_event_run: Option<(u64, String)>,
     /// The engine and the compiled policies, from one run to the next.
@@ -219,14 +218,12 @@ impl Watch {
             lines,
             targets: Targets::default(),
             refused: BTreeMap::new(),
-            backoff: Backoff::default(),
+            hold: Holds::default(),
             pause_ends: None,
             failed: None,
             last_repair: None,
             runs: 0,
             started: SystemTime::now(),
-            holding: BTreeMap::new(),
-            holds: BTreeMap::new(),
             last_event_run: None,
             kept: run::Kept::default(),
             windows: Windows::default(),
@@ -316,7 +313,7 @@ impl Watch {
             resync_secs: timing.resync.as_secs(),
             next_resync: Some(machine::unix(next)),
             last_event_run: self.last_event_run.clone(),
-            holds: self.holds.clone(),
+            holds: self.hold.begun.clone(),
             signals_dropped,
         }
     }
@@ -326,10 +323,11 @@ impl Watch {
     /// next: the ends of holds and of the next timed pause, and a retry
     /// when it could not happen.
     fn run(&mut self, args: &RunArgs, due: &Due, mut me: WatchState) -> Ran {
+        self.make_room();
         self.runs += 1;
         let cause = due.causes_said();
         let now = Instant::now();
-        self.backoff.forget_healthy(now);
+        self.hold.backoff.forget_healthy(now);
         if matches!(due.run_cause(), RunCause::Event) {
             self.last_event_run = Some((machine::unix(SystemTime::now()), cause.clone()));
             me.last_event_run.clone_from(&self.last_event_run);
@@ -345,14 +343,7 @@ impl Watch {
             said: cause.clone(),
             watch: me,
         };
-        let mut sink = Results {
-            lines: &self.lines,
-            backoff: &mut self.backoff,
-            holding: &mut self.holding,
-            holds: &mut self.holds,
-            cause: &cause,
-            last: None,
-        };
+        let mut sink = Results::new(&self.lines, &mut self.hold, &cause);
         let cycled = run::cycle(args, watch_run, &mut self.kept, &mut sink);
         if let Some(last) = sink.last {
             self.last_repair = Some(last);
@@ -415,6 +406,21 @@ impl Watch {
         self.report_settled();
     }
 
+    /// At most [`SETTLING`] runs wait for their windows: past that (drifts
+    /// coming faster than windows end, for long), the next run waits for
+    /// the oldest windows' ends, so that what the watch keeps stays bounded.
+    fn make_room(&mut self) {
+        while self.settling.len() >= SETTLING {
+            let Some(end) = self.windows.next_end() else {
+                // Nothing open: the runs are reported now.
+                self.report_settled();
+                break;
+            };
+            std::thread::sleep(end.saturating_duration_since(Instant::now()));
+            self.settle(&[], false);
+        }
+    }
+
     /// Reports, in order, the runs no window holds back any more (a later
     /// run's change may have ended the last one).
     fn report_settled(&mut self) {
@@ -423,14 +429,7 @@ impl Watch {
                 break;
             };
             let cause = settled.said().to_owned();
-            let mut sink = Results {
-                lines: &self.lines,
-                backoff: &mut self.backoff,
-                holding: &mut self.holding,
-                holds: &mut self.holds,
-                cause: &cause,
-                last: None,
-            };
+            let mut sink = Results::new(&self.lines, &mut self.hold, &cause);
             settled.finish(&mut sink);
             if let Some(last) = sink.last {
                 self.last_repair = Some(last);
@@ -475,13 +474,14 @@ impl Watch {
 
     /// The units held back at `now`, as the next run leaves them alone.
     fn held(&self, now: Instant) -> LeftAlone {
-        held_now(&self.backoff, &self.holding, now)
+        self.hold.held_now(now)
     }
 
     /// When each hold ends, with the policies of its unit: a run then, so
     /// that a unit that stays down is started again without another event.
     fn hold_ends(&self, now: Instant) -> Vec<FollowUp> {
-        self.backoff
+        self.hold
+            .backoff
             .held(now)
             .map(|(unit, until)| {
                 let (keys, _) = self.targets.concerned(&Wake::Unit(unit.to_owned()));
@@ -519,7 +519,7 @@ impl Watch {
         if !self.refused.is_empty() {
             status.push_str(&format!("; {} refused", self.refused.len()));
         }
-        let held = self.backoff.held(Instant::now()).count();
+        let held = self.hold.backoff.held(Instant::now()).count();
         if held > 0 {
             status.push_str(&format!("; {held} held back"));
         }
@@ -562,6 +562,25 @@ impl HoldReason {
     }
 }
 
+/// The watch's backoff: the starts it made of each unit, the holds they
+/// began, and why.
+#[derive(Default)]
+struct Holds {
+    backoff: Backoff,
+    /// Why each unit held back is held.
+    why: BTreeMap<String, HoldReason>,
+    /// Holds begun since the watch started, by why.
+    begun: BTreeMap<String, u64>,
+}
+
+impl Holds {
+    /// The units held back at `now`, each with why, as a run leaves them
+    /// alone.
+    fn held_now(&self, now: Instant) -> LeftAlone {
+        held_now(&self.backoff, &self.why, now)
+    }
+}
+
 /// The units held back at `now`, each with why, as a run leaves them alone.
 fn held_now(backoff: &Backoff, holding: &BTreeMap<String, HoldReason>, now: Instant) -> LeftAlone {
     let mut held = LeftAlone::default();
@@ -590,12 +609,21 @@ fn held_now(backoff: &Backoff, holding: &BTreeMap<String, HoldReason>, now: Inst
 /// journal and counted by the backoff.
 struct Results<'w> {
     lines: &'w Lines,
-    backoff: &'w mut Backoff,
-    holding: &'w mut BTreeMap<String, HoldReason>,
-    holds: &'w mut BTreeMap<String, u64>,
+    hold: &'w mut Holds,
     cause: &'w str,
     /// The last line said, for the status.
     last: Option<String>,
+}
+
+impl<'w> Results<'w> {
+    fn new(lines: &'w Lines, hold: &'w mut Holds, cause: &'w str) -> Self {
+        Self {
+            lines,
+            hold,
+            cause,
+            last: None,
+        }
+    }
 }
 
 impl Sink for Results<'_> {
@@ -612,7 +640,7 @@ impl Sink for Results<'_> {
     }
 
     fn held(&self) -> LeftAlone {
-        held_now(self.backoff, self.holding, Instant::now())
+        self.hold.held_now(Instant::now())
     }
 }
 
@@ -628,7 +656,7 @@ impl Results<'_> {
                 continue;
             };
             let unit = start.unit.as_str();
-            let Some(hold) = self.backoff.started(unit, now) else {
+            let Some(hold) = self.hold.backoff.started(unit, now) else {
                 continue;
             };
             let reason = if failed {
@@ -636,8 +664,12 @@ impl Results<'_> {
             } else {
                 HoldReason::Fight
             };
-            self.holding.insert(unit.to_owned(), reason);
-            *self.holds.entry(reason.label().to_owned()).or_default() += 1;
+            self.hold.why.insert(unit.to_owned(), reason);
+            *self
+                .hold
+                .begun
+                .entry(reason.label().to_owned())
+                .or_default() += 1;
             let text = format!(
                 "{policy}: {unit}: held back for {}: the host started it {} times within {}s and \
                  {}; no start before {}; cause: {}",
