@@ -257,13 +257,7 @@ pub(crate) struct Cycled {
 pub(crate) struct Settling {
     acted: Acted,
     lock: Arc<RunLock>,
-    outputs: outputs::Outputs,
-    refused: Vec<Refusal>,
-    cause: RunCause,
-    said: String,
-    noop: bool,
-    configured: Option<Vec<String>>,
-    started: Instant,
+    record: WatchRecord,
 }
 
 impl Settling {
@@ -286,7 +280,7 @@ impl Settling {
 
     /// The watch's words for what woke the run.
     pub(crate) fn said(&self) -> &str {
-        &self.said
+        &self.record.said
     }
 
     /// The run lock it holds.
@@ -298,10 +292,31 @@ impl Settling {
     /// the machine's state, written as the report and metrics files.
     pub(crate) fn finish(self, sink: &mut dyn Sink) {
         let report = self.acted.report(sink);
+        self.record.write(Ok(&report), sink, true);
+        drop(self.lock);
+    }
+}
+
+/// What a watch's run writes with its report, whenever that comes: where,
+/// and what the machine's state says of the run.
+struct WatchRecord {
+    outputs: outputs::Outputs,
+    refused: Vec<Refusal>,
+    cause: RunCause,
+    said: String,
+    noop: bool,
+    configured: Option<Vec<String>>,
+    started: Instant,
+}
+
+impl WatchRecord {
+    /// Merges the run into the machine's state and writes it; what could
+    /// not be written is said.
+    fn write(self, result: Result<&Report, &anyhow::Error>, sink: &dyn Sink, locked: bool) {
         let failures = outputs::write(
             &self.outputs,
             outputs::Recorded {
-                result: Ok(&report),
+                result,
                 refused: &self.refused,
                 how: How {
                     drive: Drive::Watch,
@@ -312,13 +327,12 @@ impl Settling {
                 configured: self.configured,
                 held: sink.held(),
                 duration: self.started.elapsed(),
-                locked: true,
+                locked,
             },
         );
         for failure in &failures {
             tracing::error!("{failure}");
         }
-        drop(self.lock);
     }
 }
 
@@ -383,65 +397,49 @@ pub(crate) fn cycle(
     plan.select(run.selection);
     let configured = plan.whole.then_some(all);
     let (admitted, refused) = AdmittedRun::admit_each(&plan, kept)?;
+    let record = WatchRecord {
+        outputs: outputs.clone(),
+        refused: refused.clone(),
+        cause: run.cause,
+        said: run.said,
+        noop: request.noop(),
+        configured,
+        started,
+    };
     let behind = run.lock.is_some();
     let (result, lock) = if admitted.policies.is_empty() {
         (None, run.lock)
     } else {
         match Session::begin(&plan, admitted, run.lock).and_then(|s| s.converge(sink)) {
             Ok(converged) => {
-                let lock = converged.lock;
                 if converged.acted.settling() || behind {
                     return Ok(Cycled {
-                        refused: refused.clone(),
+                        refused,
                         concerns: converged.concerns,
                         planned,
                         inputs,
                         config: file,
                         settling: Some(Settling {
                             acted: converged.acted,
-                            lock: lock.clone(),
-                            outputs,
-                            refused,
-                            cause: run.cause,
-                            said: run.said,
-                            noop: request.noop(),
-                            configured,
-                            started,
+                            lock: converged.lock,
+                            record,
                         }),
                     });
                 }
                 let report = converged.acted.report(sink);
-                (Some(Ok((report, converged.concerns))), Some(lock))
+                (Some(Ok((report, converged.concerns))), Some(converged.lock))
             }
             Err(e) => (Some(Err(e)), None),
         }
     };
     // The report of a run in which no policy ran (every one refused).
     let nothing_ran = Report::new(Vec::new());
-    let failures = outputs::write(
-        &outputs,
-        outputs::Recorded {
-            result: match &result {
-                Some(Ok((report, _))) => Ok(report),
-                Some(Err(e)) => Err(e),
-                None => Ok(&nothing_ran),
-            },
-            refused: &refused,
-            how: How {
-                drive: Drive::Watch,
-                cause: run.cause,
-            },
-            said: Some(run.said),
-            noop: request.noop(),
-            configured,
-            held: sink.held(),
-            duration: started.elapsed(),
-            locked: lock.is_some(),
-        },
-    );
-    for failure in &failures {
-        tracing::error!("{failure}");
-    }
+    let written = match &result {
+        Some(Ok((report, _))) => Ok(report),
+        Some(Err(e)) => Err(e),
+        None => Ok(&nothing_ran),
+    };
+    record.write(written, sink, lock.is_some());
     let concerns = match result {
         Some(Err(e)) => return Err(e),
         Some(Ok((_, concerns))) => concerns,
