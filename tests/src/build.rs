@@ -376,7 +376,8 @@ pub fn sign_file(path: &Path) {
 /// nothing else, compiled once per test process by `host compile`, as an
 /// operator compiles a policy when installing it: what a sandboxed machine
 /// is given (`Machine::precompile`), instead of compiling it again at each
-/// machine's first run.
+/// machine's first run, and the `--cache-dir` of runs against the fake that
+/// are not about compiling a large policy.
 pub fn compiled_alone(policy: &Path) -> PathBuf {
     static DIRS: MadeOnce<PathBuf> = OnceLock::new();
     made_once(&DIRS, policy.to_owned(), |before| {

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use policy_host_e2e::build::{host_command, policy_wasm, workspace_root};
+use policy_host_e2e::build::{compiled_alone, host_command, policy_wasm, workspace_root};
 use policy_host_e2e::fake_systemctl::FakeSystemctl;
 use policy_host_e2e::languages::{
     compose, example_declaration, example_policy, run_ok, work_dir, Language,
@@ -96,10 +96,16 @@ fn run_example_with_settings(
     let file = work_dir(language.tag()).join("settings.json");
     std::fs::write(&file, settings).unwrap();
     policy_host_e2e::build::sign_file(&file);
+    let policy = example_policy(language);
+    // Compiled once for every test of this process, the real systemd's
+    // included: a cold compile of the Python policy is ~35 s of CPU here.
+    let compiled = compiled_alone(&policy);
     let run = fake
         .host_run()
-        .policy(example_policy(language))
-        .args(["--json", "--settings"])
+        .policy(&policy)
+        .args(["--json", "--cache-dir"])
+        .args([&compiled])
+        .args(["--settings"])
         .args([&file])
         .run();
     run.assert_exit(1);
